@@ -11,8 +11,10 @@ namespace {
 CommandMain Setup(CLI::App&) {
   return [](const GlobalOptions& g) -> int {
     if (g.json) {
-      nlohmann::json j = {{"version", kVersion}, {"compiler", __VERSION__},
-                          {"cplusplus", __cplusplus}};
+      nlohmann::json j;
+      j["version"] = std::string(kVersion);
+      j["compiler"] = "g++ " __VERSION__;
+      j["cplusplus"] = static_cast<long>(__cplusplus);
       std::printf("%s\n", j.dump(2).c_str());
     } else {
       std::printf("anxin %s (g++ %s)\n", kVersion, __VERSION__);
