@@ -1,0 +1,84 @@
+// The global configuration of the `anxin` program (docs/configuration.md):
+// settings every command shares, read from a YAML file (`--config FILE` or
+// ANXIN_CONFIG), then overridden by ANXIN_* environment variables, then by
+// command-line flags. Precedence: flag > environment > file > default.
+//
+//   ANXIN_ASSIGN_OR_RETURN(GlobalConfig config, LoadGlobalConfig(path));  // "" = defaults
+//   ANXIN_TRY(ApplyEnvironment(config, SystemEnvironment()));
+//   if (flag_given) ANXIN_TRY(SetLogLevel(config, flag_value, "--log-level"));
+//
+// Example file:
+//   log:
+//     level: debug        # trace, debug, info, warn, error, off
+//     format: json        # text or json
+//   device:
+//     backend: sim        # sim, nvml or ascend
+//     scenario: examples/scenarios/node8.yaml
+//
+// Thread safety: plain values; load once at start-up.
+#ifndef ANXIN_BASE_GLOBAL_CONFIG_H_
+#define ANXIN_BASE_GLOBAL_CONFIG_H_
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "anxin/base/error.h"
+
+namespace anxin {
+
+struct GlobalConfig {
+  struct Log {
+    std::string level = "info";   // trace, debug, info, warn, error or off
+    std::string format = "text";  // text or json
+  };
+  struct Device {
+    std::string backend = "sim";  // a device backend name: sim, nvml, ascend
+    std::string scenario;         // sim scenario file; "" = the backend's built-in default
+  };
+  Log log;
+  Device device;
+  // The file it was read from; "" when only defaults and overrides apply.
+  std::string source;
+};
+
+// Reads and validates the file; an empty path gives the defaults. Missing file
+// -> kNotFound; bad contents -> kInvalidArgument "file:line:col: key: problem".
+[[nodiscard]] Result<GlobalConfig> LoadGlobalConfig(const std::string& path);
+// Parses YAML text (tests, or a config held in memory).
+[[nodiscard]] Result<GlobalConfig> ParseGlobalConfig(std::string_view yaml,
+                                                     const std::string& source_name);
+
+// Looks up an environment variable; nullopt when unset.
+using EnvironmentLookup = std::function<std::optional<std::string>(std::string_view name)>;
+// The process environment (getenv).
+EnvironmentLookup SystemEnvironment();
+
+// The environment variables that override keys, in documentation order.
+struct EnvironmentOverride {
+  std::string_view variable;  // "ANXIN_LOG_LEVEL"
+  std::string_view key;       // "log.level"
+};
+const std::vector<EnvironmentOverride>& EnvironmentOverrides();
+
+// Applies ANXIN_LOG_LEVEL, ANXIN_LOG_FORMAT, ANXIN_DEVICE_BACKEND and
+// ANXIN_SCENARIO. A bad value -> kInvalidArgument naming the variable:
+// "ANXIN_LOG_LEVEL=loud: unknown log level 'loud': use trace, ...".
+[[nodiscard]] Status ApplyEnvironment(GlobalConfig& config, const EnvironmentLookup& env);
+
+// Setters that validate; `origin` names where the value came from in errors
+// ("--log-level", "ANXIN_LOG_LEVEL=loud", "file:3:10: log.level").
+[[nodiscard]] Status SetLogLevel(GlobalConfig& config, std::string_view value,
+                                 std::string_view origin);
+[[nodiscard]] Status SetLogFormat(GlobalConfig& config, std::string_view value,
+                                  std::string_view origin);
+[[nodiscard]] Status SetDeviceBackend(GlobalConfig& config, std::string_view value,
+                                      std::string_view origin);
+[[nodiscard]] Status SetScenario(GlobalConfig& config, std::string_view value,
+                                 std::string_view origin);
+
+}  // namespace anxin
+
+#endif  // ANXIN_BASE_GLOBAL_CONFIG_H_
