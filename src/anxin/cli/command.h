@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "anxin/base/error.h"
+#include "anxin/base/global_config.h"
 #include "anxin/cli/exit_codes.h"
 
 namespace anxin::cli {
@@ -34,6 +35,10 @@ struct GlobalOptions {
   std::string log_level;     // --log-level
   std::string log_format;    // --log-format text|json
   bool json = false;         // --json: machine-readable output on stdout
+  // The merged global configuration (file < ANXIN_* environment < flags;
+  // docs/configuration.md). log_level and log_format above hold the same
+  // values as config.log.
+  GlobalConfig config;
 };
 
 using CommandMain = std::function<int(const GlobalOptions&)>;
