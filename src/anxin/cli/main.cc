@@ -1,11 +1,45 @@
-// The `anxin` program: global flags, then one registered subcommand.
-#include <cstdio>
+// The `anxin` program: global flags, the global configuration, then one
+// registered subcommand.
+//
+// Settings resolve in this order, later ones winning (docs/configuration.md):
+// built-in default < configuration file (--config or ANXIN_CONFIG) <
+// ANXIN_* environment variables < command-line flags.
 #include <cstdlib>
 #include <string>
 
+#include "anxin/base/global_config.h"
 #include "anxin/base/log.h"
 #include "anxin/cli/command.h"
 #include "anxin/cli/version.h"
+
+namespace {
+
+// Builds the effective configuration from the file, the environment and the
+// flags that were given on the command line.
+anxin::Result<anxin::GlobalConfig> ResolveConfig(const CLI::App& app,
+                                                 const std::string& config_flag,
+                                                 const std::string& level_flag,
+                                                 const std::string& format_flag) {
+  std::string path = config_flag;
+  std::string origin = "--config";
+  if (app.count("--config") == 0) {
+    origin = "ANXIN_CONFIG";
+    const char* env = std::getenv("ANXIN_CONFIG");
+    if (env != nullptr) path = env;
+  }
+  auto config = anxin::LoadGlobalConfig(path);
+  if (!config) return std::unexpected(std::move(config).error().With(origin));
+  ANXIN_TRY(anxin::ApplyEnvironment(*config, anxin::SystemEnvironment()));
+  if (app.count("--log-level") > 0) {
+    ANXIN_TRY(anxin::SetLogLevel(*config, level_flag, "--log-level"));
+  }
+  if (app.count("--log-format") > 0) {
+    ANXIN_TRY(anxin::SetLogFormat(*config, format_flag, "--log-format"));
+  }
+  return config;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   using namespace anxin::cli;
@@ -15,16 +49,13 @@ int main(int argc, char** argv) {
   app.fallthrough();
 
   GlobalOptions global;
-  global.log_level = "info";
-  global.log_format = "text";
-  if (const char* env = std::getenv("ANXIN_CONFIG")) global.config_path = env;
-  if (const char* env = std::getenv("ANXIN_LOG_LEVEL")) global.log_level = env;
-  if (const char* env = std::getenv("ANXIN_LOG_FORMAT")) global.log_format = env;
-  app.add_option("--config", global.config_path, "configuration file (YAML); env ANXIN_CONFIG")
-      ->check(CLI::ExistingFile);
-  app.add_option("--log-level", global.log_level,
-                 "trace, debug, info, warn, error or off; env ANXIN_LOG_LEVEL");
-  app.add_option("--log-format", global.log_format, "text or json; env ANXIN_LOG_FORMAT");
+  std::string level_flag;
+  std::string format_flag;
+  app.add_option("--config", global.config_path,
+                 "global configuration file (YAML, docs/configuration.md); env ANXIN_CONFIG");
+  app.add_option("--log-level", level_flag,
+                 "trace, debug, info, warn, error or off (default info); env ANXIN_LOG_LEVEL");
+  app.add_option("--log-format", format_flag, "text or json (default text); env ANXIN_LOG_FORMAT");
   app.add_flag("--json", global.json, "machine-readable JSON on stdout");
 
   CommandMain chosen;
@@ -40,6 +71,13 @@ int main(int argc, char** argv) {
     int rc = app.exit(e);
     return rc == 0 ? kExitOk : kExitUsage;
   }
+
+  auto config = ResolveConfig(app, global.config_path, level_flag, format_flag);
+  if (!config) return ReportError(config.error());
+  global.config = *std::move(config);
+  global.config_path = global.config.source;
+  global.log_level = global.config.log.level;
+  global.log_format = global.config.log.format;
   if (auto st = anxin::InitLogging(global.log_level, global.log_format); !st) {
     return ReportError(st.error());
   }
