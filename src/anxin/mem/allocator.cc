@@ -1,0 +1,665 @@
+#include "anxin/mem/allocator.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <set>
+#include <unordered_map>
+#include <vector>
+
+#include "anxin/mem/context.h"
+
+namespace anxin::mem {
+namespace {
+
+constexpr uint64_t kAlign = 512;
+constexpr PhysicalHandle kNoHandle = 0;
+
+uint64_t RoundUp(uint64_t x, uint64_t m) { return (x + m - 1) / m * m; }
+
+struct Region;
+struct Pool;
+
+enum class BlockState : uint8_t { kFree, kAllocated, kCached };
+
+struct Block {
+  uint64_t addr = 0;
+  uint64_t size = 0;
+  uint64_t requested = 0;
+  Region* region = nullptr;
+  Block* prev = nullptr;
+  Block* next = nullptr;
+  BlockState state = BlockState::kFree;
+};
+
+struct BySizeAddr {
+  bool operator()(const Block* a, const Block* b) const {
+    return a->size != b->size ? a->size < b->size : a->addr < b->addr;
+  }
+};
+
+// A contiguous address range: a whole reserved range (virtual memory) or one
+// segment (plain provider).
+struct Region {
+  uint64_t base = 0;
+  uint64_t size = 0;
+  Pool* pool = nullptr;
+  bool small = false;
+  // Virtual memory only, one entry per chunk.
+  std::vector<PhysicalHandle> handle;
+  std::vector<uint32_t> users;    // allocated or cached blocks touching the chunk
+  std::vector<int32_t> idle_pos;  // index in State::idle, or -1
+  // The block at `base`. Merges keep the lower block, so this never changes.
+  Block* first = nullptr;
+};
+
+struct Pool {
+  uint64_t stream = 0;
+  bool small = false;
+  std::set<Block*, BySizeAddr> free;
+  std::vector<std::vector<Block*>> quick_small;  // by size / 512
+  std::unordered_map<uint64_t, std::vector<Block*>> quick_large;
+  std::vector<Region*> regions;
+};
+
+}  // namespace
+
+struct Allocator::State {
+  AllocatorOptions opt;
+  bool vm = false;
+  uint64_t chunk = 0;
+  uint64_t pool_limit = 0;
+  uint64_t va_region_size = 0;
+  std::unordered_map<uint64_t, Pool*> pools;  // key: stream * 2 + small
+  std::vector<std::unique_ptr<Pool>> pool_storage;
+  std::vector<std::unique_ptr<Region>> regions;
+  std::unordered_map<uint64_t, Block*> live;  // allocated or cached, by address
+  std::vector<Block*> spare_blocks;
+  std::vector<PhysicalHandle> cached_handles;      // created, unmapped
+  std::vector<std::pair<Region*, uint32_t>> idle;  // mapped chunks no block uses
+  uint64_t quick_bytes = 0;
+  AllocatorStats st;
+
+  ~State() {
+    for (auto& [addr, b] : live) delete b;
+    for (Block* b : spare_blocks) delete b;
+  }
+};
+
+namespace {
+
+using State = Allocator::State;
+
+Block* NewBlock(State& s) {
+  if (s.spare_blocks.empty()) return new Block();
+  Block* b = s.spare_blocks.back();
+  s.spare_blocks.pop_back();
+  *b = Block();
+  return b;
+}
+
+void DropBlock(State& s, Block* b) { s.spare_blocks.push_back(b); }
+
+std::pair<uint64_t, uint64_t> ChunkRange(const State& s, const Region& r, uint64_t addr,
+                                         uint64_t size) {
+  uint64_t first = (addr - r.base) / s.chunk;
+  uint64_t last = (addr + size - 1 - r.base) / s.chunk;
+  return {first, last + 1};
+}
+
+void MarkIdle(State& s, Region* r, uint32_t g) {
+  r->idle_pos[g] = static_cast<int32_t>(s.idle.size());
+  s.idle.emplace_back(r, g);
+}
+
+void UnmarkIdle(State& s, Region* r, uint32_t g) {
+  int32_t pos = r->idle_pos[g];
+  auto last = s.idle.back();
+  s.idle[pos] = last;
+  last.first->idle_pos[last.second] = pos;
+  s.idle.pop_back();
+  r->idle_pos[g] = -1;
+}
+
+// A block starts being used (allocated or cached): its chunks are not idle.
+void AcquireChunks(State& s, Block* b) {
+  if (!s.vm) return;
+  Region* r = b->region;
+  auto [lo, hi] = ChunkRange(s, *r, b->addr, b->size);
+  for (uint64_t g = lo; g < hi; ++g) {
+    if (r->users[g]++ == 0 && r->handle[g] != kNoHandle) UnmarkIdle(s, r, g);
+  }
+}
+
+void ReleaseChunks(State& s, Block* b) {
+  if (!s.vm) return;
+  Region* r = b->region;
+  auto [lo, hi] = ChunkRange(s, *r, b->addr, b->size);
+  for (uint64_t g = lo; g < hi; ++g) {
+    if (--r->users[g] == 0 && r->handle[g] != kNoHandle) MarkIdle(s, r, static_cast<uint32_t>(g));
+  }
+}
+
+// Puts a no-longer-used block back into its pool's free index, merged with
+// free neighbours of the same region.
+void InsertFree(State& s, Block* b) {
+  Pool* p = b->region->pool;
+  b->state = BlockState::kFree;
+  b->requested = 0;
+  if (b->prev && b->prev->state == BlockState::kFree) {
+    Block* prev = b->prev;
+    p->free.erase(prev);
+    prev->size += b->size;
+    prev->next = b->next;
+    if (b->next) b->next->prev = prev;
+    DropBlock(s, b);
+    b = prev;
+  }
+  if (b->next && b->next->state == BlockState::kFree) {
+    Block* next = b->next;
+    p->free.erase(next);
+    b->size += next->size;
+    b->next = next->next;
+    if (next->next) next->next->prev = b;
+    DropBlock(s, next);
+  }
+  p->free.insert(b);
+}
+
+void FlushQuick(State& s) {
+  if (s.quick_bytes == 0) return;
+  for (auto& pool : s.pool_storage) {
+    auto flush = [&](std::vector<Block*>& list) {
+      for (Block* b : list) {
+        s.live.erase(b->addr);
+        ReleaseChunks(s, b);
+        InsertFree(s, b);
+      }
+      list.clear();
+    };
+    for (auto& list : pool->quick_small) flush(list);
+    for (auto& [size, list] : pool->quick_large) flush(list);
+  }
+  s.quick_bytes = 0;
+  s.st.cached_bytes = 0;
+}
+
+Status UnmapIdle(State& s, Provider& pv, uint64_t want_chunks) {
+  while (want_chunks > 0 && !s.idle.empty()) {
+    auto [r, g] = s.idle.back();
+    uint64_t va = r->base + uint64_t{g} * s.chunk;
+    ANXIN_TRY(WithContext(pv.Unmap(va, s.chunk), fmt::format("unmapping idle chunk at {:#x}", va)));
+    s.idle.pop_back();
+    r->idle_pos[g] = -1;
+    s.cached_handles.push_back(r->handle[g]);
+    r->handle[g] = kNoHandle;
+    ++s.st.unmaps;
+    --want_chunks;
+  }
+  return Ok();
+}
+
+std::string DescribeStats(const State& s, uint64_t total) {
+  return fmt::format(
+      "reserved {} of pool {} (device {}), allocated {}, cached {}, idle chunks {}, "
+      "ooms {}, expansions {}",
+      s.st.reserved_bytes, s.pool_limit, total, s.st.allocated_bytes, s.st.cached_bytes,
+      s.idle.size(), s.st.ooms + 1, s.st.expansions);
+}
+
+Error OomError(const State& s, const Provider& pv, uint64_t size, uint64_t stream,
+               const std::string& why) {
+  return Error(ErrorCode::kResourceExhausted,
+               fmt::format("{}: out of memory allocating {} bytes on stream {} ({}): {}; raise "
+                           "pool_size, set expand:true, or call empty_cache()",
+                           pv.name(), size, stream, why, DescribeStats(s, pv.TotalMemory())));
+}
+
+Pool* GetPool(State& s, uint64_t stream, bool small) {
+  uint64_t key = stream * 2 + (small ? 1 : 0);
+  auto it = s.pools.find(key);
+  if (it != s.pools.end()) return it->second;
+  auto p = std::make_unique<Pool>();
+  p->stream = stream;
+  p->small = small;
+  p->quick_small.resize(s.opt.small_size / kAlign + 1);
+  Pool* raw = p.get();
+  s.pool_storage.push_back(std::move(p));
+  s.pools[key] = raw;
+  return raw;
+}
+
+Region* AddRegion(State& s, Pool* p, uint64_t base, uint64_t size) {
+  auto r = std::make_unique<Region>();
+  r->base = base;
+  r->size = size;
+  r->pool = p;
+  r->small = p->small;
+  if (s.vm) {
+    uint64_t n = size / s.chunk;
+    r->handle.assign(n, kNoHandle);
+    r->users.assign(n, 0);
+    r->idle_pos.assign(n, -1);
+  }
+  Block* b = NewBlock(s);
+  b->addr = base;
+  b->size = size;
+  b->region = r.get();
+  Region* raw = r.get();
+  p->regions.push_back(raw);
+  s.regions.push_back(std::move(r));
+  raw->first = b;
+  p->free.insert(b);
+  return raw;
+}
+
+Block* FindFree(Pool* p, uint64_t size) {
+  Block key;
+  key.size = size;
+  key.addr = 0;
+  auto it = p->free.lower_bound(&key);
+  return it == p->free.end() ? nullptr : *it;
+}
+
+// Plain providers: segments that are wholly free go back to the device.
+Status ReleaseFreeSegments(State& s, Provider& pv) {
+  for (auto& pool : s.pool_storage) {
+    for (auto it = pool->regions.begin(); it != pool->regions.end();) {
+      Region* r = *it;
+      Block* b = r->first;
+      if (b->state == BlockState::kFree && b->size == r->size) {
+        ANXIN_TRY(pv.Free(r->base, r->size));
+        pool->free.erase(b);
+        DropBlock(s, b);
+        s.st.reserved_bytes -= r->size;
+        ++s.st.device_frees;
+        it = pool->regions.erase(it);
+        auto owned = std::find_if(s.regions.begin(), s.regions.end(),
+                                  [r](const auto& u) { return u.get() == r; });
+        s.regions.erase(owned);
+      } else {
+        ++it;
+      }
+    }
+  }
+  return Ok();
+}
+
+}  // namespace
+
+Allocator::Allocator(std::unique_ptr<Provider> provider, AllocatorOptions options)
+    : provider_(std::move(provider)), state_(std::make_unique<State>()) {
+  state_->opt = options;
+}
+
+Result<std::unique_ptr<Allocator>> Allocator::Create(std::unique_ptr<Provider> provider,
+                                                     AllocatorOptions o) {
+  if (!provider) return InvalidArgument("allocator needs a provider");
+  uint64_t g = provider->Granularity();
+  if (o.block_size == 0 || g == 0 || o.block_size % g != 0) {
+    return InvalidArgument(fmt::format(
+        "block_size {} is not a multiple of the {} provider's granularity {}; use a multiple "
+        "such as 2MiB",
+        o.block_size, provider->name(), g));
+  }
+  if (o.fragment_threshold < 0 || o.fragment_threshold > 1) {
+    return InvalidArgument(
+        fmt::format("fragment_threshold {} is outside [0, 1]", o.fragment_threshold));
+  }
+  if (o.pool_bytes == 0 && (o.pool_fraction <= 0 || o.pool_fraction > 1)) {
+    return InvalidArgument(fmt::format(
+        "pool_size {} is neither a fraction in (0, 1] nor a byte size", o.pool_fraction));
+  }
+  if (o.small_size < kAlign || o.small_size > 64 * kMiB) {
+    return InvalidArgument(fmt::format("small_size {} is outside [512, 64MiB]", o.small_size));
+  }
+  std::unique_ptr<Allocator> a(new Allocator(std::move(provider), o));
+  State& s = *a->state_;
+  s.vm = a->provider_->SupportsVirtualMemory();
+  s.chunk = o.block_size;
+  uint64_t total = a->provider_->TotalMemory();
+  s.pool_limit = o.pool_bytes > 0
+                     ? o.pool_bytes
+                     : static_cast<uint64_t>(o.pool_fraction * static_cast<double>(total));
+  s.pool_limit = std::max(s.pool_limit / s.chunk * s.chunk, s.chunk);
+  s.va_region_size = RoundUp(std::clamp<uint64_t>(2 * total, kGiB, uint64_t{1} << 40), s.chunk);
+  s.st.pool_limit_bytes = s.pool_limit;
+  s.st.virtual_memory = s.vm;
+  return a;
+}
+
+Allocator::~Allocator() {
+  State& s = *state_;
+  Provider& pv = *provider_;
+  for (auto& r : s.regions) {
+    if (s.vm) {
+      for (size_t g = 0; g < r->handle.size(); ++g) {
+        if (r->handle[g] == kNoHandle) continue;
+        (void)pv.Unmap(r->base + g * s.chunk, s.chunk);
+        (void)pv.ReleasePhysical(r->handle[g], s.chunk);
+      }
+      (void)pv.ReleaseAddress(r->base, r->size);
+    } else {
+      (void)pv.Free(r->base, r->size);
+    }
+  }
+  for (PhysicalHandle h : s.cached_handles) (void)pv.ReleasePhysical(h, s.chunk);
+  // Free blocks are owned by the pools' indexes; live ones by `live`.
+  for (auto& p : s.pool_storage) {
+    for (Block* b : p->free) delete b;
+  }
+}
+
+Result<uint64_t> Allocator::Allocate(uint64_t size, uint64_t stream) {
+  const uint64_t rs = RoundUp(std::max<uint64_t>(size, 1), kAlign);
+  std::lock_guard lock(mu_);
+  State& s = *state_;
+  Provider& pv = *provider_;
+  const bool small = rs <= s.opt.small_size;
+  Pool* p = GetPool(s, stream, small);
+
+  // Fast path: a cached block of exactly this size.
+  std::vector<Block*>* quick = nullptr;
+  if (small) {
+    quick = &p->quick_small[rs / kAlign];
+  } else {
+    auto it = p->quick_large.find(rs);
+    if (it != p->quick_large.end()) quick = &it->second;
+  }
+  if (quick && !quick->empty()) {
+    Block* b = quick->back();
+    quick->pop_back();
+    b->state = BlockState::kAllocated;
+    b->requested = size;
+    s.quick_bytes -= b->size;
+    s.st.cached_bytes = s.quick_bytes;
+    s.st.allocated_bytes += b->size;
+    s.st.requested_bytes += size;
+    s.st.peak_allocated_bytes = std::max(s.st.peak_allocated_bytes, s.st.allocated_bytes);
+    ++s.st.allocs;
+    return b->addr;
+  }
+
+  bool reclaimed = false;
+  auto free_memory_over_threshold = [&] {
+    uint64_t idle = s.idle.size() * s.chunk + s.quick_bytes +
+                    (s.vm ? 0 : s.st.reserved_bytes - s.st.allocated_bytes - s.quick_bytes);
+    return static_cast<double>(idle) >
+           s.opt.fragment_threshold * static_cast<double>(s.st.reserved_bytes);
+  };
+
+  Block* b = FindFree(p, rs);
+  if (!s.vm) {
+    // Plain provider: segments.
+    uint64_t seg = small ? 2 * kMiB : RoundUp(rs, s.chunk);
+    seg = RoundUp(seg, pv.Granularity());
+    if (!b && (free_memory_over_threshold() || s.st.reserved_bytes + seg > s.pool_limit)) {
+      FlushQuick(s);
+      ANXIN_TRY(ReleaseFreeSegments(s, pv));
+      ++s.st.reclaims;
+      reclaimed = true;
+      b = FindFree(p, rs);
+    }
+    if (!b) {
+      bool over = s.st.reserved_bytes + seg > s.pool_limit;
+      if (over && !s.opt.expand) {
+        Error e = OomError(s, pv, size, stream, "pool limit reached and expand is off");
+        ++s.st.ooms;
+        return std::unexpected(std::move(e));
+      }
+      auto addr = pv.Allocate(seg);
+      if (!addr && !reclaimed) {
+        FlushQuick(s);
+        ANXIN_TRY(ReleaseFreeSegments(s, pv));
+        ++s.st.reclaims;
+        reclaimed = true;
+        b = FindFree(p, rs);
+        if (!b) addr = pv.Allocate(seg);
+      }
+      if (!b) {
+        if (!addr) {
+          Error e = OomError(s, pv, size, stream, addr.error().Describe());
+          ++s.st.ooms;
+          return std::unexpected(std::move(e));
+        }
+        if (over) ++s.st.expansions;
+        AddRegion(s, p, *addr, seg);
+        s.st.reserved_bytes += seg;
+        ++s.st.device_allocs;
+        b = FindFree(p, rs);
+      }
+    }
+  } else if (!b) {
+    uint64_t va_size = std::max(s.va_region_size, RoundUp(rs, s.chunk));
+    ANXIN_ASSIGN_OR_RETURN(
+        uint64_t va, WithContext(pv.ReserveAddress(va_size), "reserving device address space"));
+    AddRegion(s, p, va, va_size);
+    b = FindFree(p, rs);
+  }
+
+  // Take the block out of the free index, splitting off the remainder.
+  p->free.erase(b);
+  if (b->size > rs) {
+    Block* rest = NewBlock(s);
+    rest->addr = b->addr + rs;
+    rest->size = b->size - rs;
+    rest->region = b->region;
+    rest->prev = b;
+    rest->next = b->next;
+    if (b->next) b->next->prev = rest;
+    b->next = rest;
+    b->size = rs;
+    p->free.insert(rest);
+  }
+  b->state = BlockState::kAllocated;
+  b->requested = size;
+
+  if (s.vm) {
+    AcquireChunks(s, b);
+    Region* r = b->region;
+    auto [lo, hi] = ChunkRange(s, *r, b->addr, b->size);
+    uint64_t need = 0;
+    for (uint64_t g = lo; g < hi; ++g) need += r->handle[g] == kNoHandle;
+    auto fail = [&](const std::string& why) -> Result<uint64_t> {
+      Error e = OomError(s, pv, size, stream, why);
+      ++s.st.ooms;
+      ReleaseChunks(s, b);
+      InsertFree(s, b);
+      return std::unexpected(std::move(e));
+    };
+    if (s.cached_handles.size() < need) {
+      uint64_t shortfall = need - s.cached_handles.size();
+      if (free_memory_over_threshold() ||
+          s.st.reserved_bytes + shortfall * s.chunk > s.pool_limit) {
+        FlushQuick(s);
+        ANXIN_TRY(UnmapIdle(s, pv, shortfall));
+        ++s.st.reclaims;
+        reclaimed = true;
+      }
+    }
+    auto reclaim_all = [&]() -> Status {
+      FlushQuick(s);
+      ANXIN_TRY(UnmapIdle(s, pv, need - s.cached_handles.size()));
+      reclaimed = true;
+      return Ok();
+    };
+    uint64_t shortfall = need - std::min<uint64_t>(need, s.cached_handles.size());
+    if (shortfall > 0 && s.st.reserved_bytes + shortfall * s.chunk > s.pool_limit) {
+      if (!reclaimed) ANXIN_TRY(reclaim_all());
+      shortfall = need - std::min<uint64_t>(need, s.cached_handles.size());
+      if (shortfall > 0 && s.st.reserved_bytes + shortfall * s.chunk > s.pool_limit) {
+        if (!s.opt.expand) return fail("pool limit reached and expand is off");
+        ++s.st.expansions;
+      }
+    }
+    while (s.cached_handles.size() < need) {
+      auto h = pv.CreatePhysical(s.chunk);
+      if (!h) {
+        if (!reclaimed) {
+          ANXIN_TRY(reclaim_all());
+          continue;
+        }
+        return fail(h.error().Describe());
+      }
+      s.cached_handles.push_back(*h);
+      s.st.reserved_bytes += s.chunk;
+      ++s.st.device_allocs;
+    }
+    for (uint64_t g = lo; g < hi; ++g) {
+      if (r->handle[g] != kNoHandle) continue;
+      PhysicalHandle h = s.cached_handles.back();
+      uint64_t va = r->base + g * s.chunk;
+      auto mapped = pv.Map(va, s.chunk, h);
+      if (!mapped)
+        return fail(fmt::format("mapping chunk at {:#x}: {}", va, mapped.error().Describe()));
+      s.cached_handles.pop_back();
+      r->handle[g] = h;
+      ++s.st.maps;
+    }
+  }
+  if (reclaimed) ++s.st.retries;
+  s.live[b->addr] = b;
+  s.st.allocated_bytes += b->size;
+  s.st.requested_bytes += size;
+  s.st.peak_allocated_bytes = std::max(s.st.peak_allocated_bytes, s.st.allocated_bytes);
+  s.st.peak_reserved_bytes = std::max(s.st.peak_reserved_bytes, s.st.reserved_bytes);
+  ++s.st.allocs;
+  return b->addr;
+}
+
+Status Allocator::Free(uint64_t addr) {
+  std::lock_guard lock(mu_);
+  State& s = *state_;
+  auto it = s.live.find(addr);
+  if (it == s.live.end() || it->second->state != BlockState::kAllocated) {
+    return InvalidArgument(
+        fmt::format("free of {:#x}, which this allocator did not hand out or already freed", addr));
+  }
+  Block* b = it->second;
+  s.st.allocated_bytes -= b->size;
+  s.st.requested_bytes -= b->requested;
+  ++s.st.frees;
+  Pool* p = b->region->pool;
+  b->state = BlockState::kCached;
+  if (p->small) {
+    p->quick_small[b->size / kAlign].push_back(b);
+  } else {
+    p->quick_large[b->size].push_back(b);
+  }
+  s.quick_bytes += b->size;
+  s.st.cached_bytes = s.quick_bytes;
+  return Ok();
+}
+
+Status Allocator::EmptyCache() {
+  std::lock_guard lock(mu_);
+  State& s = *state_;
+  Provider& pv = *provider_;
+  FlushQuick(s);
+  if (!s.vm) return ReleaseFreeSegments(s, pv);
+  ANXIN_TRY(UnmapIdle(s, pv, s.idle.size()));
+  for (PhysicalHandle h : s.cached_handles) {
+    ANXIN_TRY(pv.ReleasePhysical(h, s.chunk));
+    s.st.reserved_bytes -= s.chunk;
+    ++s.st.device_frees;
+  }
+  s.cached_handles.clear();
+  return Ok();
+}
+
+AllocatorStats Allocator::Stats() const {
+  std::lock_guard lock(mu_);
+  const State& s = *state_;
+  AllocatorStats st = s.st;
+  uint64_t free_total = st.reserved_bytes - st.allocated_bytes;
+  if (s.vm) {
+    // Any free physical memory can be remapped into one contiguous range.
+    st.largest_free_block = free_total;
+  } else {
+    uint64_t largest = 0;
+    for (const auto& p : s.pool_storage) {
+      if (!p->free.empty()) largest = std::max(largest, (*p->free.rbegin())->size);
+      for (const auto& list : p->quick_small) {
+        if (!list.empty()) largest = std::max(largest, list.back()->size);
+      }
+      for (const auto& [size, list] : p->quick_large) {
+        if (!list.empty()) largest = std::max(largest, size);
+      }
+    }
+    st.largest_free_block = largest;
+  }
+  st.fragmentation = free_total == 0 ? 0.0
+                                     : 1.0 - static_cast<double>(st.largest_free_block) /
+                                                 static_cast<double>(free_total);
+  return st;
+}
+
+Status Allocator::CheckInvariants() const {
+  std::lock_guard lock(mu_);
+  const State& s = *state_;
+  uint64_t allocated = 0, cached = 0, free_in_index = 0, mapped = 0, idle = 0, segments = 0;
+  for (const auto& r : s.regions) {
+    const Pool* p = r->pool;
+    const Block* first = r->first;
+    if (first->addr != r->base || first->region != r.get()) {
+      return Internal(fmt::format("region {:#x} has no block at its base", r->base));
+    }
+    if (first->prev) return Internal("first block has a predecessor");
+    std::vector<uint32_t> users(r->users.size(), 0);
+    uint64_t end = r->base;
+    for (const Block* b = first; b; b = b->next) {
+      if (b->addr != end) return Internal(fmt::format("gap or overlap at {:#x}", b->addr));
+      if (b->addr % kAlign || b->size % kAlign || b->size == 0) {
+        return Internal(fmt::format("misaligned block {:#x}+{}", b->addr, b->size));
+      }
+      if (b->next && b->next->prev != b) return Internal("broken block links");
+      end += b->size;
+      if (b->state == BlockState::kFree) {
+        if (!p->free.contains(const_cast<Block*>(b))) return Internal("free block not indexed");
+        if (b->next && b->next->state == BlockState::kFree) return Internal("unmerged free blocks");
+        free_in_index += b->size;
+      } else {
+        auto it = s.live.find(b->addr);
+        if (it == s.live.end() || it->second != b) return Internal("used block not in live map");
+        (b->state == BlockState::kAllocated ? allocated : cached) += b->size;
+        if (s.vm) {
+          auto [lo, hi] = ChunkRange(s, *r, b->addr, b->size);
+          for (uint64_t g = lo; g < hi; ++g) {
+            ++users[g];
+            if (r->handle[g] == kNoHandle) {
+              return Internal(fmt::format("block {:#x} uses an unmapped chunk", b->addr));
+            }
+          }
+        }
+      }
+    }
+    if (end != r->base + r->size) return Internal("blocks do not cover the region");
+    if (s.vm) {
+      for (size_t g = 0; g < users.size(); ++g) {
+        if (users[g] != r->users[g]) return Internal(fmt::format("chunk {} user count", g));
+        if (r->handle[g] != kNoHandle) {
+          ++mapped;
+          if (users[g] == 0) {
+            ++idle;
+            if (r->idle_pos[g] < 0) return Internal("idle chunk not listed");
+          }
+        }
+      }
+    } else {
+      segments += r->size;
+    }
+  }
+  if (allocated != s.st.allocated_bytes) {
+    return Internal(fmt::format("allocated {} != stats {}", allocated, s.st.allocated_bytes));
+  }
+  if (cached != s.quick_bytes) return Internal("cached bytes disagree");
+  if (idle != s.idle.size()) return Internal("idle list size disagrees");
+  uint64_t reserved = s.vm ? (mapped + s.cached_handles.size()) * s.chunk : segments;
+  if (reserved != s.st.reserved_bytes) {
+    return Internal(fmt::format("reserved {} != stats {}", reserved, s.st.reserved_bytes));
+  }
+  (void)free_in_index;
+  return Ok();
+}
+
+}  // namespace anxin::mem

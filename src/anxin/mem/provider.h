@@ -1,0 +1,88 @@
+// Memory providers: the one door between the allocator core and a device.
+//
+// A provider either supports virtual memory (reserve an address range, create
+// physical chunks, map and unmap them anywhere in a reserved range) or only
+// plain allocate/free. The allocator core (allocator.h) uses the first kind to
+// keep free memory contiguous by remapping, and falls back to segments on the
+// second kind.
+//
+//   ANXIN_ASSIGN_OR_RETURN(auto provider, MakeProvider(config));
+//   ANXIN_ASSIGN_OR_RETURN(uint64_t va, provider->ReserveAddress(1 << 30));
+//
+// Providers: "sim" (host memory or pure accounting; for tests and replay),
+// "cuda" (libcuda driver API through dlopen), "acl" (Ascend ACL through dlopen;
+// unverified until it runs on an NPU).
+//
+// Thread safety: a provider is called with the allocator's lock held; it need
+// not be thread-safe itself.
+#ifndef ANXIN_MEM_PROVIDER_H_
+#define ANXIN_MEM_PROVIDER_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "anxin/base/error.h"
+
+namespace anxin::mem {
+
+// An opaque physical-memory handle (CUmemGenericAllocationHandle and the like).
+using PhysicalHandle = uint64_t;
+
+class Provider {
+ public:
+  virtual ~Provider() = default;
+
+  virtual std::string_view name() const = 0;
+  // Device memory in bytes (the base of `pool_size` fractions).
+  virtual uint64_t TotalMemory() const = 0;
+  // True when ReserveAddress/CreatePhysical/Map/Unmap work.
+  virtual bool SupportsVirtualMemory() const = 0;
+  // The smallest unit of physical memory and mapping (2 MiB on CUDA).
+  virtual uint64_t Granularity() const = 0;
+
+  // Virtual memory. REQUIRES SupportsVirtualMemory(). Sizes are multiples of
+  // Granularity().
+  [[nodiscard]] virtual Result<uint64_t> ReserveAddress(uint64_t size) = 0;
+  [[nodiscard]] virtual Status ReleaseAddress(uint64_t va, uint64_t size) = 0;
+  [[nodiscard]] virtual Result<PhysicalHandle> CreatePhysical(uint64_t size) = 0;
+  [[nodiscard]] virtual Status ReleasePhysical(PhysicalHandle handle, uint64_t size) = 0;
+  // Maps `handle` (of `size` bytes) at `va` with read/write access.
+  [[nodiscard]] virtual Status Map(uint64_t va, uint64_t size, PhysicalHandle handle) = 0;
+  [[nodiscard]] virtual Status Unmap(uint64_t va, uint64_t size) = 0;
+
+  // Plain device allocation (cudaMalloc-like); every provider supports it.
+  [[nodiscard]] virtual Result<uint64_t> Allocate(uint64_t size) = 0;
+  [[nodiscard]] virtual Status Free(uint64_t ptr, uint64_t size) = 0;
+};
+
+// The simulated device.
+struct SimOptions {
+  uint64_t capacity = uint64_t{16} << 30;
+  uint64_t granularity = uint64_t{2} << 20;
+  // true: virtual-memory provider; false: plain allocate/free only.
+  bool virtual_memory = true;
+  // true: real host memory (memfd chunks mapped with mmap, so remapped data
+  // stays readable); false: addresses only, nothing is touched (replays of
+  // 60 GiB traces on a laptop).
+  bool backed = false;
+  // Fault injection for tests: called before each operation ("create",
+  // "map", "allocate", "reserve"); returning true makes that call fail as if
+  // the device were out of memory.
+  std::function<bool(std::string_view op)> fail;
+};
+std::unique_ptr<Provider> MakeSimProvider(SimOptions options);
+
+// The CUDA driver (libcuda.so.1 through dlopen) on `device`. kUnavailable with
+// advice when the library or the device is missing.
+Result<std::unique_ptr<Provider>> MakeCudaProvider(int device);
+
+// Ascend ACL (libascendcl.so through dlopen) on `device`. Written against
+// CANN's documented prototypes; kUnavailable with advice when missing.
+Result<std::unique_ptr<Provider>> MakeAclProvider(int device);
+
+}  // namespace anxin::mem
+
+#endif  // ANXIN_MEM_PROVIDER_H_
