@@ -1,0 +1,165 @@
+// `anxin compare`: accuracy comparison of tensor dumps (docs/compare.md).
+//
+//   anxin compare NPU_DUMP GPU_DUMP [--fuzzy] [--map F] [--html F] [--csv F]
+//   anxin compare ref OUT.npy REF.npy
+#include <cstdio>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "anxin/cli/command.h"
+#include "anxin/compare/compare.h"
+#include "anxin/compare/report.h"
+
+namespace anxin::cli {
+namespace {
+
+namespace cmp = anxin::compare;
+
+struct Opts {
+  std::string out, ref;
+  bool fuzzy = false;
+  std::string map_file, thresholds_file, void_as, csv, html;
+  unsigned threads = 0;
+  size_t top = 30;
+  // `ref` subcommand
+  std::string one_out, one_ref;
+  CLI::App* ref_cmd = nullptr;
+};
+
+Result<cmp::ThresholdRules> Rules(const Opts& o, const GlobalOptions& g) {
+  if (!o.thresholds_file.empty()) return cmp::ThresholdRules::LoadYaml(o.thresholds_file);
+  if (!g.config_path.empty()) return cmp::ThresholdRules::LoadConfigSection(g.config_path);
+  return cmp::ThresholdRules();
+}
+
+Result<cmp::LoadOptions> Load(const Opts& o) {
+  cmp::LoadOptions l;
+  if (!o.void_as.empty()) {
+    auto dt = cmp::ParseDTypeName(o.void_as);
+    if (!dt || (cmp::DTypeSize(*dt) != 2 && cmp::DTypeSize(*dt) != 1) || !cmp::IsFloating(*dt))
+      return InvalidArgument("--void-as " + o.void_as +
+                             ": expected bfloat16, float16, float8_e4m3fn or float8_e5m2");
+    l.npy.void_as = dt;
+  }
+  return l;
+}
+
+int Finish(const cmp::CompareReport& report, const Opts& o, const GlobalOptions& g) {
+  if (!o.csv.empty()) {
+    if (auto s = cmp::WriteFile(o.csv, cmp::RenderCsv(report)); !s) return ReportError(s.error());
+  }
+  if (!o.html.empty()) {
+    if (auto s = cmp::WriteFile(o.html, cmp::RenderHtml(report)); !s) return ReportError(s.error());
+  }
+  if (g.json) {
+    std::printf("%s\n", cmp::ToJson(report).dump(2).c_str());
+  } else {
+    cmp::PrintTable(report, stdout, o.top);
+  }
+  return report.fail > 0 ? kExitCheckFailed : kExitOk;
+}
+
+int RunDumps(const Opts& o, const GlobalOptions& g) {
+  auto load = Load(o);
+  if (!load) return ReportError(load.error());
+  auto rules = Rules(o, g);
+  if (!rules) return ReportError(rules.error());
+  cmp::CompareOptions options;
+  options.thresholds = *rules;
+  options.threads = o.threads;
+  options.match.fuzzy = o.fuzzy;
+  if (!o.map_file.empty()) {
+    auto renames = cmp::LoadRenames(o.map_file);
+    if (!renames) return ReportError(renames.error());
+    options.match.renames = *renames;
+  }
+  auto out = cmp::LoadDump(o.out, *load);
+  if (!out) return ReportError(out.error().With("reading the output dump"));
+  auto ref = cmp::LoadDump(o.ref, *load);
+  if (!ref) return ReportError(ref.error().With("reading the reference dump"));
+  return Finish(cmp::CompareDumps(*out, *ref, options), o, g);
+}
+
+int RunRef(const Opts& o, const GlobalOptions& g) {
+  auto load = Load(o);
+  if (!load) return ReportError(load.error());
+  auto rules = Rules(o, g);
+  if (!rules) return ReportError(rules.error());
+  auto out = cmp::LoadDump(o.one_out, *load);
+  if (!out) return ReportError(out.error().With("reading the output"));
+  auto ref = cmp::LoadDump(o.one_ref, *load);
+  if (!ref) return ReportError(ref.error().With("reading the reference"));
+  for (const auto* d : {&*out, &*ref}) {
+    if (d->tensors.size() != 1)
+      return ReportError(Error(ErrorCode::kInvalidArgument,
+                               d->path + " holds " + std::to_string(d->tensors.size()) +
+                                   " tensors; `compare ref` takes one tensor per side (use "
+                                   "`anxin compare OUT REF` for whole dumps)"));
+  }
+  // One tensor each: pair them whatever their names.
+  out->tensors[0].name = ref->tensors[0].name;
+  cmp::CompareOptions options;
+  options.thresholds = *rules;
+  options.threads = o.threads;
+  cmp::CompareReport report = cmp::CompareDumps(*out, *ref, options);
+  report.pairs[0].name = o.one_out;
+  if (g.json) {
+    nlohmann::json j = cmp::ToJson(report)["pairs"][0];
+    std::printf("%s\n", j.dump(2).c_str());
+    return report.fail > 0 ? kExitCheckFailed : kExitOk;
+  }
+  const cmp::PairResult& p = report.pairs[0];
+  std::printf("%s vs %s: %s\n", o.one_out.c_str(), o.one_ref.c_str(),
+              std::string(cmp::VerdictName(p.verdict)).c_str());
+  for (const auto& why : p.reasons) std::printf("  why: %s\n", why.c_str());
+  std::printf("  dtype %s vs %s, shape %s\n", p.out_dtype.c_str(), p.ref_dtype.c_str(),
+              cmp::ShapeString(p.out_shape).c_str());
+  if (p.metrics) {
+    nlohmann::json m = cmp::MetricsToJson(*p.metrics);
+    for (auto it = m.begin(); it != m.end(); ++it)
+      std::printf("  %-22s %s\n", it.key().c_str(), it.value().dump().c_str());
+  }
+  return report.fail > 0 ? kExitCheckFailed : kExitOk;
+}
+
+void AddCommon(CLI::App& app, Opts& o) {
+  app.add_option("--thresholds", o.thresholds_file,
+                 "YAML file of pass/fail thresholds per dtype and per op (docs/compare.md); "
+                 "default: the compare: section of --config");
+  app.add_option("--void-as", o.void_as,
+                 "read raw <V2/|V1 .npy elements as this dtype (bfloat16, float16, "
+                 "float8_e4m3fn, float8_e5m2) when no sidecar says");
+  app.add_option("--threads", o.threads, "worker threads (default: all hardware threads)");
+}
+
+CommandMain Setup(CLI::App& app) {
+  auto o = std::make_shared<Opts>();
+  app.add_option("OUT", o->out, "output dump: msprobe dump dir, directory or tensor file");
+  app.add_option("REF", o->ref, "reference dump of the same kind");
+  app.add_flag("--fuzzy", o->fuzzy,
+               "match by name without the call index, in order (msprobe "
+               "fuzzy mode)");
+  app.add_option("--map", o->map_file, "YAML file 'out name: ref name' for renamed layers");
+  app.add_option("--csv", o->csv, "also write every pair as CSV to this file");
+  app.add_option("--html", o->html, "also write a self-contained HTML report to this file");
+  app.add_option("--top", o->top, "rows in the terminal table, worst first (0: all)");
+  AddCommon(app, *o);
+  o->ref_cmd = app.add_subcommand("ref", "compare one output tensor file with a reference");
+  o->ref_cmd->add_option("OUT", o->one_out, "output tensor (.npy, or a one-tensor .npz)")
+      ->required();
+  o->ref_cmd->add_option("REF", o->one_ref, "reference tensor, e.g. written by NumPy")->required();
+  AddCommon(*o->ref_cmd, *o);
+  return [o](const GlobalOptions& g) -> int {
+    if (o->ref_cmd->parsed()) return RunRef(*o, g);
+    if (o->out.empty() || o->ref.empty())
+      return ReportError(Error(ErrorCode::kInvalidArgument,
+                               "compare needs OUT and REF (see anxin compare --help)"));
+    return RunDumps(*o, g);
+  };
+}
+
+ANXIN_REGISTER_COMMAND(compare, "compare tensor dumps between two platforms (msprobe metrics)",
+                       Setup);
+
+}  // namespace
+}  // namespace anxin::cli

@@ -1,0 +1,102 @@
+// Accuracy checks for kernel authors: compare a kernel's output buffer with a
+// reference buffer and get msprobe's metrics and a pass/warn/fail verdict.
+//
+//   #include "anxin/compare/api.h"
+//
+//   TEST(MyLayerNorm, MatchesReference) {
+//     std::vector<uint16_t> out = RunKernelBf16(x);        // bfloat16 bits
+//     std::vector<float> ref = LayerNormReference(x);
+//     auto r = anxin::compare::CompareBuffers(
+//         anxin::compare::DType::kBFloat16, out.data(), anxin::compare::DType::kFloat32,
+//         ref.data(), out.size());
+//     EXPECT_NE(r.verdict, anxin::compare::Verdict::kFail) << r.Summary();
+//   }
+//
+//   // Same dtype on both sides, typed spans:
+//   auto r2 = anxin::compare::CompareSpans<float>(out_f32, ref_f32);
+//
+// Metrics and verdict rules are those of `anxin compare` (metrics.h,
+// verdict.h); pass custom Thresholds to tighten them. Buffers are read in
+// place (no copy); large buffers are split across threads.
+// Thread safety: the functions may be called concurrently.
+#ifndef ANXIN_COMPARE_API_H_
+#define ANXIN_COMPARE_API_H_
+
+#include <algorithm>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "anxin/compare/dtype.h"
+#include "anxin/compare/metrics.h"
+#include "anxin/compare/verdict.h"
+
+namespace anxin::compare {
+
+struct BufferComparison {
+  Metrics metrics;
+  Verdict verdict = Verdict::kPass;
+  std::vector<std::string> reasons;
+  // One line for test failure messages: verdict, cosine, MaxAbsErr, ULP, reasons.
+  std::string Summary() const;
+};
+
+// Compares count elements of out (of out_dtype) with ref (of ref_dtype), both
+// little-endian and contiguous. threads 0: one per hardware thread.
+BufferComparison CompareBuffers(DType out_dtype, const void* out, DType ref_dtype, const void* ref,
+                                size_t count, const Thresholds& thresholds = {},
+                                unsigned threads = 1);
+
+template <typename T>
+constexpr DType DTypeOf();
+template <>
+constexpr DType DTypeOf<float>() {
+  return DType::kFloat32;
+}
+template <>
+constexpr DType DTypeOf<double>() {
+  return DType::kFloat64;
+}
+template <>
+constexpr DType DTypeOf<int8_t>() {
+  return DType::kInt8;
+}
+template <>
+constexpr DType DTypeOf<uint8_t>() {
+  return DType::kUInt8;
+}
+template <>
+constexpr DType DTypeOf<int16_t>() {
+  return DType::kInt16;
+}
+template <>
+constexpr DType DTypeOf<int32_t>() {
+  return DType::kInt32;
+}
+template <>
+constexpr DType DTypeOf<uint32_t>() {
+  return DType::kUInt32;
+}
+template <>
+constexpr DType DTypeOf<int64_t>() {
+  return DType::kInt64;
+}
+template <>
+constexpr DType DTypeOf<uint64_t>() {
+  return DType::kUInt64;
+}
+
+// Typed spans of the same C++ type. For float16/bfloat16 bits held in
+// uint16_t, use CompareBuffers with the dtype.
+// REQUIRES: out.size() == ref.size().
+template <typename T>
+BufferComparison CompareSpans(std::span<const T> out, std::span<const T> ref,
+                              const Thresholds& thresholds = {}) {
+  return CompareBuffers(DTypeOf<T>(), out.data(), DTypeOf<T>(), ref.data(),
+                        std::min(out.size(), ref.size()), thresholds);
+}
+
+}  // namespace anxin::compare
+
+#endif  // ANXIN_COMPARE_API_H_

@@ -1,0 +1,242 @@
+#include "anxin/compare/compare.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <thread>
+
+namespace anxin::compare {
+namespace {
+
+// Elements converted to float64 at a time: 2 x 16 KiB stays in L1/L2.
+constexpr size_t kBlock = 2048;
+// Bytes of the wider side per work item: big enough to amortise scheduling,
+// small enough to spread one large tensor over all threads.
+constexpr uint64_t kChunkBytes = 4ull << 20;
+
+struct Job {
+  const Tensor* out;
+  const Tensor* ref;
+  MetricParams params;
+  size_t first_item = 0, items = 0;
+};
+
+struct Item {
+  size_t job;
+  uint64_t begin, end;
+};
+
+// Runs every job's items on a pool and returns one merged accumulator per job.
+std::vector<MetricAccumulator> RunJobs(std::vector<Job>& jobs, unsigned threads) {
+  std::vector<Item> items;
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    const uint64_t n = jobs[j].out->NumElements();
+    const uint64_t width = std::max(DTypeSize(*jobs[j].out->dtype), DTypeSize(*jobs[j].ref->dtype));
+    const uint64_t per = std::max<uint64_t>(kBlock, kChunkBytes / width);
+    jobs[j].first_item = items.size();
+    for (uint64_t b = 0; b < n || (b == 0 && n == 0); b += per) {
+      items.push_back({j, b, std::min(n, b + per)});
+      if (n == 0) break;
+    }
+    jobs[j].items = items.size() - jobs[j].first_item;
+  }
+  std::vector<MetricAccumulator> partial(items.size());
+  std::atomic<size_t> next{0};
+  auto worker = [&] {
+    std::vector<double> a(kBlock), b(kBlock);
+    for (size_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < items.size();) {
+      const Item& it = items[i];
+      const Job& job = jobs[it.job];
+      for (uint64_t p = it.begin; p < it.end; p += kBlock) {
+        size_t n = static_cast<size_t>(std::min<uint64_t>(kBlock, it.end - p));
+        job.out->ReadDoubles(p, n, a.data());
+        job.ref->ReadDoubles(p, n, b.data());
+        partial[i].Add(job.params, a.data(), b.data(), n);
+      }
+      job.out->ReleasePages(it.begin, it.end - it.begin);
+      if (job.ref != job.out) job.ref->ReleasePages(it.begin, it.end - it.begin);
+    }
+  };
+  threads = std::max(1u, std::min<unsigned>(threads, static_cast<unsigned>(items.size())));
+  std::vector<std::thread> pool;
+  for (unsigned t = 1; t < threads; ++t) pool.emplace_back(worker);
+  worker();
+  for (auto& t : pool) t.join();
+  std::vector<MetricAccumulator> merged(jobs.size());
+  for (size_t j = 0; j < jobs.size(); ++j)
+    for (size_t k = 0; k < jobs[j].items; ++k) merged[j].Merge(partial[jobs[j].first_item + k]);
+  return merged;
+}
+
+unsigned ResolveThreads(unsigned threads) {
+  if (threads) return threads;
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+TensorStats StatsOf(const Metrics& m, bool out_side) {
+  return out_side ? TensorStats{m.out_max, m.out_min, m.out_mean, m.out_norm}
+                  : TensorStats{m.ref_max, m.ref_min, m.ref_mean, m.ref_norm};
+}
+
+int Rank(Verdict v) { return v == Verdict::kFail ? 2 : v == Verdict::kWarn ? 1 : 0; }
+
+}  // namespace
+
+std::string_view PairModeName(PairMode m) {
+  switch (m) {
+    case PairMode::kTensor:
+      return "tensor";
+    case PairMode::kStatistics:
+      return "statistics";
+    case PairMode::kShapeMismatch:
+      return "shape mismatch";
+    case PairMode::kNoData:
+      return "no data";
+  }
+  return "?";
+}
+
+Metrics ComputePairMetrics(const Tensor& out, const Tensor& ref, unsigned threads) {
+  std::vector<Job> jobs{{&out, &ref, MetricParams::For(*out.dtype, *ref.dtype)}};
+  auto acc = RunJobs(jobs, ResolveThreads(threads));
+  return acc[0].Finish(jobs[0].params);
+}
+
+std::vector<size_t> CompareReport::WorstFirst() const {
+  std::vector<size_t> idx(pairs.size());
+  for (size_t i = 0; i < idx.size(); ++i) idx[i] = i;
+  auto cosine = [&](size_t i) {
+    const auto& m = pairs[i].metrics;
+    return m && !std::isnan(m->cosine) ? m->cosine : 2.0;
+  };
+  auto err = [&](size_t i) {
+    const auto& p = pairs[i];
+    if (p.metrics) return p.metrics->max_abs_err;
+    if (p.stat_diffs) return p.stat_diffs->Worst();
+    return HUGE_VAL;
+  };
+  std::stable_sort(idx.begin(), idx.end(), [&](size_t a, size_t b) {
+    int ra = Rank(pairs[a].verdict), rb = Rank(pairs[b].verdict);
+    if (ra != rb) return ra > rb;
+    if (cosine(a) != cosine(b)) return cosine(a) < cosine(b);
+    return err(a) > err(b);
+  });
+  return idx;
+}
+
+CompareReport CompareDumps(const Dump& out, const Dump& ref, const CompareOptions& options) {
+  const auto start = std::chrono::steady_clock::now();
+  CompareReport report;
+  report.out_path = out.path;
+  report.ref_path = ref.path;
+  report.threads = ResolveThreads(options.threads);
+  MatchResult match = MatchTensors(out.tensors, ref.tensors, options.match);
+  for (size_t i : match.unmatched_out) report.unmatched_out.push_back(out.tensors[i].name);
+  for (size_t j : match.unmatched_ref) report.unmatched_ref.push_back(ref.tensors[j].name);
+
+  std::vector<Job> jobs;
+  std::vector<size_t> job_pair;  // pair index per job
+  std::vector<int> job_side;     // 2: both sides; 0: out only; 1: ref only (stats)
+  for (auto [i, j] : match.pairs) {
+    const Tensor& o = out.tensors[i];
+    const Tensor& r = ref.tensors[j];
+    PairResult p;
+    p.name = o.name;
+    p.ref_name = r.name;
+    p.op = o.op;
+    p.out_dtype = o.dtype ? std::string(DTypeName(*o.dtype)) : o.dtype_label;
+    p.ref_dtype = r.dtype ? std::string(DTypeName(*r.dtype)) : r.dtype_label;
+    p.out_shape = o.shape;
+    p.ref_shape = r.shape;
+    p.out_stats = o.stats;
+    p.ref_stats = r.stats;
+    const bool od = o.HasData(), rd = r.HasData();
+    if (o.shape != r.shape) {
+      p.mode = PairMode::kShapeMismatch;
+    } else if (od && rd) {
+      p.mode = PairMode::kTensor;
+      jobs.push_back({&o, &r, MetricParams::For(*o.dtype, *r.dtype)});
+      job_pair.push_back(report.pairs.size());
+      job_side.push_back(2);
+    } else if ((od || o.stats) && (rd || r.stats)) {
+      p.mode = PairMode::kStatistics;
+      // A side with data but no recorded statistics gets them computed.
+      if (od && !o.stats) {
+        jobs.push_back({&o, &o, MetricParams::For(*o.dtype, *o.dtype)});
+        job_pair.push_back(report.pairs.size());
+        job_side.push_back(0);
+      }
+      if (rd && !r.stats) {
+        jobs.push_back({&r, &r, MetricParams::For(*r.dtype, *r.dtype)});
+        job_pair.push_back(report.pairs.size());
+        job_side.push_back(1);
+      }
+    } else {
+      p.mode = PairMode::kNoData;
+    }
+    report.pairs.push_back(std::move(p));
+  }
+
+  auto merged = RunJobs(jobs, report.threads);
+  for (size_t k = 0; k < jobs.size(); ++k) {
+    PairResult& p = report.pairs[job_pair[k]];
+    Metrics m = merged[k].Finish(jobs[k].params);
+    if (job_side[k] == 2) {
+      report.bytes_compared += jobs[k].out->NumBytes() + jobs[k].ref->NumBytes();
+      p.out_stats = StatsOf(m, true);
+      p.ref_stats = StatsOf(m, false);
+      p.metrics = m;
+    } else {
+      report.bytes_compared += jobs[k].out->NumBytes();
+      (job_side[k] == 0 ? p.out_stats : p.ref_stats) = StatsOf(m, true);
+    }
+  }
+
+  for (PairResult& p : report.pairs) {
+    Thresholds t = options.thresholds.For(p.name, ParseDTypeName(p.out_dtype));
+    VerdictResult v;
+    switch (p.mode) {
+      case PairMode::kTensor:
+        v = Decide(*p.metrics, t);
+        p.stat_diffs = DiffStats(*p.out_stats, *p.ref_stats);
+        break;
+      case PairMode::kStatistics:
+        p.stat_diffs = DiffStats(*p.out_stats, *p.ref_stats);
+        v = DecideStats(*p.stat_diffs, t);
+        break;
+      case PairMode::kShapeMismatch:
+        v.verdict = Verdict::kFail;
+        v.reasons.push_back("shape " + ShapeString(p.out_shape) + " vs reference " +
+                            ShapeString(p.ref_shape));
+        break;
+      case PairMode::kNoData:
+        v.verdict = Verdict::kFail;
+        v.reasons.push_back("no data or statistics on one side");
+        break;
+    }
+    p.verdict = v.verdict;
+    p.reasons = std::move(v.reasons);
+    if (p.verdict == Verdict::kPass) ++report.pass;
+    if (p.verdict == Verdict::kWarn) ++report.warn;
+    if (p.verdict == Verdict::kFail) ++report.fail;
+  }
+
+  for (Verdict want : {Verdict::kFail, Verdict::kWarn}) {
+    for (size_t i = 0; i < report.pairs.size() && !report.first_divergence; ++i)
+      if (report.pairs[i].verdict == want) report.first_divergence = i;
+    if (report.first_divergence) break;
+  }
+  if (report.first_divergence) {
+    const std::string& op = report.pairs[*report.first_divergence].op;
+    if (auto it = out.stacks.find(op); it != out.stacks.end()) {
+      report.first_divergence_stack = it->second;
+    } else if (auto it2 = ref.stacks.find(op); it2 != ref.stacks.end()) {
+      report.first_divergence_stack = it2->second;
+    }
+  }
+  report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return report;
+}
+
+}  // namespace anxin::compare

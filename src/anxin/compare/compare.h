@@ -1,0 +1,82 @@
+// Compares two dumps: matches their tensors, computes the metrics of every
+// pair on a pool of threads, and decides verdicts.
+//
+//   ANXIN_ASSIGN_OR_RETURN(Dump npu, LoadDump("npu/step0/rank0", {}));
+//   ANXIN_ASSIGN_OR_RETURN(Dump gpu, LoadDump("gpu/step0/rank0", {}));
+//   CompareReport report = CompareDumps(npu, gpu, CompareOptions{});
+//   if (report.fail > 0) ...   // report.first_divergence names the first bad op
+//
+// Work is split into chunks of a few MiB across and within tensors; every
+// chunk is converted to float64 in small blocks (never a whole tensor) and
+// its mapped pages are released once read, so memory stays bounded. Chunk
+// results are merged in a fixed order: the numbers do not depend on the
+// number of threads.
+#ifndef ANXIN_COMPARE_COMPARE_H_
+#define ANXIN_COMPARE_COMPARE_H_
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "anxin/compare/dump.h"
+#include "anxin/compare/matcher.h"
+#include "anxin/compare/metrics.h"
+#include "anxin/compare/verdict.h"
+
+namespace anxin::compare {
+
+struct CompareOptions {
+  MatchOptions match;
+  ThresholdRules thresholds;
+  unsigned threads = 0;  // 0: one per hardware thread
+};
+
+enum class PairMode {
+  kTensor,         // element-wise metrics
+  kStatistics,     // Max/Min/Mean/Norm only (msprobe statistics dumps)
+  kShapeMismatch,  // cannot be compared element-wise
+  kNoData,         // one side has neither data nor statistics
+};
+std::string_view PairModeName(PairMode m);
+
+struct PairResult {
+  std::string name;      // output-side name
+  std::string ref_name;  // differs under fuzzy matching or renames
+  std::string op;
+  std::string out_dtype, ref_dtype;
+  std::vector<int64_t> out_shape, ref_shape;
+  PairMode mode = PairMode::kTensor;
+  std::optional<Metrics> metrics;  // kTensor
+  std::optional<TensorStats> out_stats, ref_stats;
+  std::optional<StatDiffs> stat_diffs;
+  Verdict verdict = Verdict::kPass;
+  std::vector<std::string> reasons;
+};
+
+struct CompareReport {
+  std::string out_path, ref_path;
+  std::vector<PairResult> pairs;  // execution order of the output dump
+  std::vector<std::string> unmatched_out, unmatched_ref;
+  size_t pass = 0, warn = 0, fail = 0;
+  // Index into pairs of the first failing pair in execution order (or, when
+  // none fails, the first warning), with its call stack from stack.json.
+  std::optional<size_t> first_divergence;
+  std::vector<std::string> first_divergence_stack;
+  uint64_t bytes_compared = 0;  // tensor bytes read from both sides
+  double seconds = 0;
+  unsigned threads = 1;
+
+  // Indices of pairs, worst first (fail, warn, pass; then lowest cosine,
+  // then largest MaxAbsErr or statistics difference).
+  std::vector<size_t> WorstFirst() const;
+};
+
+CompareReport CompareDumps(const Dump& out, const Dump& ref, const CompareOptions& options);
+
+// Metrics of one pair of equally long tensors, on `threads` threads.
+// REQUIRES: both HasData() and NumElements() equal.
+Metrics ComputePairMetrics(const Tensor& out, const Tensor& ref, unsigned threads);
+
+}  // namespace anxin::compare
+
+#endif  // ANXIN_COMPARE_COMPARE_H_

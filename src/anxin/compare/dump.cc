@@ -1,0 +1,253 @@
+#include "anxin/compare/dump.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "anxin/compare/npz.h"
+#include "anxin/compare/safetensors.h"
+
+namespace anxin::compare {
+namespace fs = std::filesystem;
+namespace {
+
+using ojson = nlohmann::ordered_json;
+
+Result<std::string> ReadText(const std::string& path) {
+  ANXIN_ASSIGN_OR_RETURN(auto file, MappedFile::Open(path));
+  auto b = file->bytes();
+  return std::string(reinterpret_cast<const char*>(b.data()), b.size());
+}
+
+std::unexpected<Error> PtRejected(const std::string& path) {
+  return InvalidArgument(
+      path +
+      ": PyTorch pickle files are not read directly (unpickling runs arbitrary code and the "
+      "storage layout changes between torch versions); convert once with torch installed: "
+      "python3 -c \"import sys,torch,numpy as np; t=torch.load(sys.argv[1],map_location='cpu',"
+      "weights_only=True); np.save(sys.argv[1]+'.npy', t.float().numpy() if "
+      "t.dtype==torch.bfloat16 "
+      "else t.numpy())\" FILE.pt  (see docs/compare.md for bfloat16 and whole dump directories)");
+}
+
+bool IsTensorLeaf(const ojson& j) {
+  if (!j.is_object() || !j.contains("type") || !j["type"].is_string()) return false;
+  std::string type = j["type"].get<std::string>();
+  return type.ends_with("Tensor") || type == "numpy.ndarray" || type.ends_with("Parameter");
+}
+
+std::optional<double> Number(const ojson& j, const char* key) {
+  if (!j.contains(key)) return std::nullopt;
+  const auto& v = j[key];
+  if (v.is_number()) return v.get<double>();
+  // msprobe writes "inf", "-inf", "nan" as strings for non-finite statistics.
+  if (v.is_string()) {
+    std::string s = v.get<std::string>();
+    if (s == "inf" || s == "Infinity") return std::numeric_limits<double>::infinity();
+    if (s == "-inf" || s == "-Infinity") return -std::numeric_limits<double>::infinity();
+    if (s == "nan" || s == "NaN") return std::numeric_limits<double>::quiet_NaN();
+  }
+  return std::nullopt;
+}
+
+struct Flattener {
+  const std::string& path;
+  const std::string& data_dir;
+  const LoadOptions& options;
+  Dump& dump;
+
+  Status Leaf(const std::string& op, const std::string& name, const ojson& j) {
+    Tensor t;
+    t.name = name;
+    t.op = op;
+    t.source = path;
+    if (j.contains("dtype") && j["dtype"].is_string()) {
+      t.dtype_label = j["dtype"].get<std::string>();
+      t.dtype = ParseDTypeName(t.dtype_label);
+    }
+    if (j.contains("shape") && j["shape"].is_array()) {
+      for (const auto& d : j["shape"]) {
+        if (!d.is_number_integer() || d.get<int64_t>() < 0)
+          return InvalidArgument(fmt::format("{}: {}: shape holds a non-integer", path, name));
+        t.shape.push_back(d.get<int64_t>());
+      }
+    }
+    auto mx = Number(j, "Max"), mn = Number(j, "Min"), mean = Number(j, "Mean"),
+         norm = Number(j, "Norm");
+    if (mx && mn && mean && norm) t.stats = TensorStats{*mx, *mn, *mean, *norm};
+    if (!data_dir.empty() && j.contains("data_name") && j["data_name"].is_string()) {
+      std::string file = (fs::path(data_dir) / j["data_name"].get<std::string>()).string();
+      if (file.ends_with(".pt")) return PtRejected(file);
+      NpyOptions npy = options.npy;
+      // dump.json says what the raw <V2 elements are.
+      if (t.dtype && (*t.dtype == DType::kBFloat16 || *t.dtype == DType::kFloat8E4M3 ||
+                      *t.dtype == DType::kFloat8E5M2))
+        npy.void_as = *t.dtype;
+      ANXIN_ASSIGN_OR_RETURN(Tensor data, ReadNpyFile(file, npy));
+      data.name = t.name;
+      data.op = t.op;
+      data.stats = t.stats;
+      t = std::move(data);
+    }
+    dump.tensors.push_back(std::move(t));
+    return Ok();
+  }
+
+  Status Walk(const std::string& op, const std::string& name, const ojson& j) {
+    if (j.is_null()) return Ok();
+    if (IsTensorLeaf(j)) return Leaf(op, name, j);
+    if (j.is_array()) {
+      for (size_t i = 0; i < j.size(); ++i)
+        ANXIN_TRY(Walk(op, name + "." + std::to_string(i), j[i]));
+    } else if (j.is_object() && !j.contains("type")) {
+      for (auto it = j.begin(); it != j.end(); ++it)
+        ANXIN_TRY(Walk(op, name + "." + it.key(), it.value()));
+    }
+    // Other leaves (ints, slices, strings) carry no tensor.
+    return Ok();
+  }
+};
+
+Status AddTensorFile(const fs::path& file, const std::string& prefix, const LoadOptions& options,
+                     Dump& dump) {
+  std::string ext = file.extension().string();
+  std::string p = file.string();
+  if (ext == ".npy") {
+    ANXIN_ASSIGN_OR_RETURN(Tensor t, ReadNpyFile(p, options.npy));
+    t.name = prefix.empty() ? file.stem().string() : prefix;
+    t.op = t.name;
+    dump.tensors.push_back(std::move(t));
+  } else if (ext == ".npz" || ext == ".safetensors") {
+    std::vector<Tensor> ts;
+    if (ext == ".npz") {
+      ANXIN_ASSIGN_OR_RETURN(ts, ReadNpzFile(p, options.npy));
+    } else {
+      ANXIN_ASSIGN_OR_RETURN(ts, ReadSafetensorsFile(p));
+    }
+    for (Tensor& t : ts) {
+      if (!prefix.empty()) t.name = prefix + "/" + t.name;
+      t.op = t.name;
+      dump.tensors.push_back(std::move(t));
+    }
+  } else if (ext == ".pt" || ext == ".pth") {
+    return PtRejected(p);
+  }
+  return Ok();
+}
+
+}  // namespace
+
+Result<std::map<std::string, std::vector<std::string>>> ParseMsprobeStacks(
+    std::string_view text, const std::string& path) {
+  ojson j = ojson::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object())
+    return DataLoss(path + ": not a JSON object (truncated or corrupt stack.json)");
+  std::map<std::string, std::vector<std::string>> out;
+  auto lines = [](const ojson& a) {
+    std::vector<std::string> v;
+    if (a.is_array())
+      for (const auto& s : a)
+        if (s.is_string()) v.push_back(s.get<std::string>());
+    return v;
+  };
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const auto& v = it.value();
+    if (v.is_array() && v.size() == 2 && v[0].is_array() && v[1].is_array()) {
+      auto stack = lines(v[1]);
+      for (const auto& n : v[0])
+        if (n.is_string()) out[n.get<std::string>()] = stack;
+    } else if (v.is_array()) {
+      out[it.key()] = lines(v);
+    }
+  }
+  return out;
+}
+
+Result<Dump> ParseMsprobeDump(std::string_view text, const std::string& path,
+                              const std::string& data_dir, const LoadOptions& options) {
+  ojson j = ojson::parse(text, nullptr, false);
+  if (j.is_discarded()) return DataLoss(path + ": not valid JSON (truncated or corrupt dump.json)");
+  if (!j.is_object() || !j.contains("data") || !j["data"].is_object())
+    return InvalidArgument(path + ": no \"data\" object: is this an msprobe dump.json?");
+  Dump dump;
+  dump.path = path;
+  dump.kind = "msprobe";
+  if (j.contains("task") && j["task"].is_string()) dump.task = j["task"].get<std::string>();
+  Flattener f{path, data_dir, options, dump};
+  for (auto it = j["data"].begin(); it != j["data"].end(); ++it) {
+    const std::string& op = it.key();
+    const auto& entry = it.value();
+    if (!entry.is_object()) continue;
+    for (auto field = entry.begin(); field != entry.end(); ++field) {
+      std::string key = field.key();
+      // msprobe's compare names forward arguments and keyword arguments "input".
+      if (key == "input_args" || key == "input_kwargs") key = "input";
+      ANXIN_TRY(f.Walk(op, op + "." + key, field.value()));
+    }
+  }
+  return dump;
+}
+
+Result<Dump> LoadDump(const std::string& path, const LoadOptions& options) {
+  std::error_code ec;
+  fs::file_status st = fs::status(path, ec);
+  if (ec || !fs::exists(st)) return NotFound(path + ": no such file or directory");
+  if (fs::is_directory(st)) {
+    fs::path dir(path);
+    if (fs::exists(dir / "dump.json")) {
+      std::string dj = (dir / "dump.json").string();
+      ANXIN_ASSIGN_OR_RETURN(std::string text, ReadText(dj));
+      std::string data_dir = (dir / "dump_tensor_data").string();
+      ANXIN_ASSIGN_OR_RETURN(Dump d, ParseMsprobeDump(text, dj, data_dir, options));
+      d.path = path;
+      if (fs::exists(dir / "stack.json")) {
+        std::string sj = (dir / "stack.json").string();
+        ANXIN_ASSIGN_OR_RETURN(std::string stext, ReadText(sj));
+        ANXIN_ASSIGN_OR_RETURN(d.stacks, ParseMsprobeStacks(stext, sj));
+      }
+      return d;
+    }
+    Dump d;
+    d.path = path;
+    d.kind = "directory";
+    std::vector<fs::path> files;
+    for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::end(it);
+         it.increment(ec)) {
+      if (it->is_regular_file()) files.push_back(it->path());
+    }
+    if (ec) return std::unexpected(ErrnoError(ec.value(), "list " + path));
+    std::sort(files.begin(), files.end());
+    for (const auto& f : files) {
+      std::string rel = fs::relative(f, dir).string();
+      std::string ext = f.extension().string();
+      if (ext == ".npy")
+        rel.resize(rel.size() - 4);
+      else if (ext == ".npz")
+        rel.resize(rel.size() - 4);
+      else if (ext == ".safetensors")
+        rel.resize(rel.size() - 12);
+      ANXIN_TRY(AddTensorFile(f, rel, options, d));
+    }
+    if (d.tensors.empty())
+      return InvalidArgument(path +
+                             ": no tensor files (.npy, .npz, .safetensors) and no dump.json");
+    return d;
+  }
+  fs::path f(path);
+  std::string ext = f.extension().string();
+  if (ext != ".npy" && ext != ".npz" && ext != ".safetensors" && ext != ".pt" && ext != ".pth")
+    return InvalidArgument(path +
+                           ": unknown file type (expected .npy, .npz, .safetensors, or a "
+                           "dump directory)");
+  Dump d;
+  d.path = path;
+  d.kind = ext.substr(1);
+  ANXIN_TRY(AddTensorFile(f, "", options, d));
+  return d;
+}
+
+}  // namespace anxin::compare

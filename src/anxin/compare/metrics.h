@@ -1,0 +1,93 @@
+// Element-wise accuracy metrics between an output tensor and its reference,
+// accumulated in float64 (reference.md, "Accuracy compare").
+//
+//   MetricParams params = MetricParams::For(DType::kFloat16, DType::kFloat32);
+//   MetricAccumulator acc;
+//   acc.Add(params, out_block, ref_block, n);   // any number of blocks, any order
+//   Metrics m = acc.Finish(params);
+//
+// Conventions, chosen to match msprobe and torch.testing:
+// - Error metrics use positions where both values are finite. NaN and Inf are
+//   compared by position instead: nan_mismatch counts positions where exactly
+//   one side is NaN, inf_mismatch those where an infinity meets anything else.
+// - Relative error is |N-B|/|B|; where B == 0, msprobe's rule applies after the
+//   float64 cast: B' = eps, N' = N + eps, rel = |(N'-B')/B'|.
+// - ULP error is |N-B| * 2^(mant - eb), eb = max(floor(log2|B|), min_eb), in
+//   the format of the output (the side under test).
+// - allclose is |N-B| <= atol + rtol*|B| at torch.testing's defaults for the
+//   output's dtype, NaN never equal.
+//
+// Thread safety: MetricAccumulator is a value; use one per thread and Merge.
+#ifndef ANXIN_COMPARE_METRICS_H_
+#define ANXIN_COMPARE_METRICS_H_
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+
+#include "anxin/compare/dtype.h"
+
+namespace anxin::compare {
+
+struct MetricParams {
+  bool ulp_enabled = true;
+  int ulp_mantissa_bits = 52;
+  int ulp_min_exponent = -1022;
+  double rtol = 1e-7;
+  double atol = 1e-7;
+  // The output's dtype decides the ULP format and the allclose defaults;
+  // when the output is an integer type the reference's floating type does.
+  static MetricParams For(DType out, DType ref);
+};
+
+struct Metrics {
+  uint64_t elements = 0;      // positions compared
+  uint64_t finite_pairs = 0;  // positions where both values are finite
+  uint64_t nan_mismatch = 0;
+  uint64_t inf_mismatch = 0;
+  double cosine = 0;  // NaN when exactly one side is all zeros; 1 when both are
+  double max_abs_err = 0;
+  double max_rel_err = 0;
+  double mean_abs_err = 0;
+  double mean_rel_err = 0;
+  double rmse = 0;
+  double euclidean_distance = 0;
+  double one_thousandth_ratio = 0;            // share of finite pairs with rel err < 0.001
+  double five_thousandth_ratio = 0;           // ... < 0.005
+  std::optional<double> max_ulp_err;          // unset for integer outputs
+  std::optional<double> ulp_above_one_ratio;  // share with ULP error > 1
+  double allclose_rtol = 0, allclose_atol = 0;
+  uint64_t allclose_violations = 0;
+  bool allclose = true;
+  // Polygraphy-style: the smallest tolerance that would pass with the other at 0.
+  double required_atol = 0;
+  double required_rtol = 0;
+  // Summary statistics of each side over its finite values (msprobe's Max,
+  // Min, Mean, Norm).
+  double out_max = 0, out_min = 0, out_mean = 0, out_norm = 0;
+  double ref_max = 0, ref_min = 0, ref_mean = 0, ref_norm = 0;
+};
+
+class MetricAccumulator {
+ public:
+  // Adds n pairs (out[i], ref[i]).
+  void Add(const MetricParams& params, const double* out, const double* ref, size_t n);
+  // Adds another accumulator's pairs (sums add, maxima combine).
+  void Merge(const MetricAccumulator& other);
+  Metrics Finish(const MetricParams& params) const;
+
+ private:
+  uint64_t n_ = 0, finite_ = 0, nan_mismatch_ = 0, inf_mismatch_ = 0;
+  uint64_t rel_1e3_ = 0, rel_5e3_ = 0, ulp_gt1_ = 0, allclose_viol_ = 0;
+  uint64_t zero_ref_mismatch_ = 0;  // B == 0 and N != B: required rtol is infinite
+  double sum_ab_ = 0, sum_aa_ = 0, sum_bb_ = 0, sum_abs_ = 0, sum_sq_ = 0, sum_rel_ = 0;
+  double max_abs_ = 0, max_rel_ = 0, max_rel_nonzero_ref_ = 0, max_ulp_ = 0;
+  uint64_t out_count_ = 0, ref_count_ = 0;
+  double out_max_ = -HUGE_VAL, out_min_ = HUGE_VAL, out_sum_ = 0, out_sumsq_ = 0;
+  double ref_max_ = -HUGE_VAL, ref_min_ = HUGE_VAL, ref_sum_ = 0, ref_sumsq_ = 0;
+};
+
+}  // namespace anxin::compare
+
+#endif  // ANXIN_COMPARE_METRICS_H_

@@ -1,0 +1,432 @@
+#include "anxin/compare/report.h"
+
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <cmath>
+#include <fstream>
+
+namespace anxin::compare {
+namespace {
+
+using nlohmann::json;
+
+json Num(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  return v;
+}
+
+std::string Short(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  return fmt::format("{:.6g}", v);
+}
+
+std::string Csv(std::string s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string q = "\"";
+  for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return q + "\"";
+}
+
+std::string Html(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    switch (c) {
+      case '<':
+        o += "&lt;";
+        break;
+      case '>':
+        o += "&gt;";
+        break;
+      case '&':
+        o += "&amp;";
+        break;
+      case '"':
+        o += "&quot;";
+        break;
+      default:
+        o += c;
+    }
+  }
+  return o;
+}
+
+std::string Dtypes(const PairResult& p) {
+  return p.out_dtype == p.ref_dtype ? p.out_dtype : p.out_dtype + "/" + p.ref_dtype;
+}
+
+// The number plotted along execution order: MaxAbsErr for tensors, the worst
+// relative statistics difference otherwise.
+double ChartValue(const PairResult& p) {
+  if (p.metrics) return p.metrics->max_abs_err;
+  if (p.stat_diffs) return p.stat_diffs->Worst();
+  return HUGE_VAL;
+}
+
+int Rank(Verdict v) { return v == Verdict::kFail ? 2 : v == Verdict::kWarn ? 1 : 0; }
+
+}  // namespace
+
+json MetricsToJson(const Metrics& m) {
+  json j;
+  j["elements"] = m.elements;
+  j["finite_pairs"] = m.finite_pairs;
+  j["nan_mismatch"] = m.nan_mismatch;
+  j["inf_mismatch"] = m.inf_mismatch;
+  j["cosine"] = Num(m.cosine);
+  j["max_abs_err"] = Num(m.max_abs_err);
+  j["max_rel_err"] = Num(m.max_rel_err);
+  j["mean_abs_err"] = Num(m.mean_abs_err);
+  j["mean_rel_err"] = Num(m.mean_rel_err);
+  j["rmse"] = Num(m.rmse);
+  j["euclidean_distance"] = Num(m.euclidean_distance);
+  j["one_thousandth_ratio"] = Num(m.one_thousandth_ratio);
+  j["five_thousandth_ratio"] = Num(m.five_thousandth_ratio);
+  j["max_ulp_err"] = m.max_ulp_err ? Num(*m.max_ulp_err) : json(nullptr);
+  j["ulp_above_one_ratio"] = m.ulp_above_one_ratio ? Num(*m.ulp_above_one_ratio) : json(nullptr);
+  j["allclose"] = m.allclose;
+  j["allclose_rtol"] = m.allclose_rtol;
+  j["allclose_atol"] = m.allclose_atol;
+  j["allclose_violations"] = m.allclose_violations;
+  j["required_atol"] = Num(m.required_atol);
+  j["required_rtol"] = Num(m.required_rtol);
+  return j;
+}
+
+json ToJson(const CompareReport& r) {
+  json j;
+  j["out"] = r.out_path;
+  j["ref"] = r.ref_path;
+  j["summary"] = {{"pairs", r.pairs.size()},
+                  {"pass", r.pass},
+                  {"warn", r.warn},
+                  {"fail", r.fail},
+                  {"unmatched_out", r.unmatched_out.size()},
+                  {"unmatched_ref", r.unmatched_ref.size()},
+                  {"bytes_compared", r.bytes_compared},
+                  {"seconds", r.seconds},
+                  {"threads", r.threads}};
+  auto stats = [](const std::optional<TensorStats>& s) -> json {
+    if (!s) return nullptr;
+    return {
+        {"max", Num(s->max)}, {"min", Num(s->min)}, {"mean", Num(s->mean)}, {"norm", Num(s->norm)}};
+  };
+  json pairs = json::array();
+  for (size_t i = 0; i < r.pairs.size(); ++i) {
+    const PairResult& p = r.pairs[i];
+    json e;
+    e["order"] = i;
+    e["name"] = p.name;
+    if (p.ref_name != p.name) e["ref_name"] = p.ref_name;
+    e["op"] = p.op;
+    e["out_dtype"] = p.out_dtype;
+    e["ref_dtype"] = p.ref_dtype;
+    e["out_shape"] = p.out_shape;
+    e["ref_shape"] = p.ref_shape;
+    e["mode"] = std::string(PairModeName(p.mode));
+    e["verdict"] = std::string(VerdictName(p.verdict));
+    e["reasons"] = p.reasons;
+    e["metrics"] = p.metrics ? MetricsToJson(*p.metrics) : json(nullptr);
+    e["out_stats"] = stats(p.out_stats);
+    e["ref_stats"] = stats(p.ref_stats);
+    if (p.stat_diffs)
+      e["stat_rel_diff"] = {{"max", Num(p.stat_diffs->max)},
+                            {"min", Num(p.stat_diffs->min)},
+                            {"mean", Num(p.stat_diffs->mean)},
+                            {"norm", Num(p.stat_diffs->norm)}};
+    pairs.push_back(std::move(e));
+  }
+  j["pairs"] = std::move(pairs);
+  j["unmatched_out"] = r.unmatched_out;
+  j["unmatched_ref"] = r.unmatched_ref;
+  if (r.first_divergence) {
+    j["first_divergence"] = {{"order", *r.first_divergence},
+                             {"name", r.pairs[*r.first_divergence].name},
+                             {"op", r.pairs[*r.first_divergence].op},
+                             {"stack", r.first_divergence_stack}};
+  } else {
+    j["first_divergence"] = nullptr;
+  }
+  return j;
+}
+
+void PrintTable(const CompareReport& r, std::FILE* f, size_t limit) {
+  std::vector<size_t> order = r.WorstFirst();
+  if (limit && order.size() > limit) order.resize(limit);
+  size_t wname = 4;
+  for (size_t i : order) wname = std::max(wname, std::min<size_t>(r.pairs[i].name.size(), 60));
+  std::fprintf(f, "%-7s %-*s %-17s %-12s %-12s %-12s %-9s %-9s %s\n", "VERDICT",
+               static_cast<int>(wname), "NAME", "DTYPE", "COSINE", "MAX_ABS", "MAX_REL", "1/1000",
+               "MAX_ULP", "WHY");
+  for (size_t i : order) {
+    const PairResult& p = r.pairs[i];
+    std::string name = p.name.size() > 60 ? "..." + p.name.substr(p.name.size() - 57) : p.name;
+    std::string cos = "-", mabs = "-", mrel = "-", r3 = "-", ulp = "-";
+    if (p.metrics) {
+      cos = Short(p.metrics->cosine);
+      mabs = Short(p.metrics->max_abs_err);
+      mrel = Short(p.metrics->max_rel_err);
+      r3 = fmt::format("{:.4f}", p.metrics->one_thousandth_ratio);
+      if (p.metrics->max_ulp_err) ulp = Short(*p.metrics->max_ulp_err);
+    } else if (p.stat_diffs) {
+      mrel = "stat " + Short(p.stat_diffs->Worst());
+    }
+    std::string why;
+    for (size_t k = 0; k < p.reasons.size(); ++k) why += (k ? "; " : "") + p.reasons[k];
+    std::fprintf(f, "%-7s %-*s %-17s %-12s %-12s %-12s %-9s %-9s %s\n",
+                 std::string(VerdictName(p.verdict)).c_str(), static_cast<int>(wname), name.c_str(),
+                 Dtypes(p).c_str(), cos.c_str(), mabs.c_str(), mrel.c_str(), r3.c_str(),
+                 ulp.c_str(), why.c_str());
+  }
+  if (order.size() < r.pairs.size())
+    std::fprintf(f, "... %zu more pairs (--top 0 shows all)\n", r.pairs.size() - order.size());
+  auto list = [&](const char* what, const std::vector<std::string>& names) {
+    if (names.empty()) return;
+    std::fprintf(f, "unmatched in %s (%zu):", what, names.size());
+    for (size_t k = 0; k < names.size() && k < 10; ++k) std::fprintf(f, " %s", names[k].c_str());
+    std::fprintf(f, names.size() > 10 ? " ...\n" : "\n");
+  };
+  list("output", r.unmatched_out);
+  list("reference", r.unmatched_ref);
+  if (r.first_divergence) {
+    const PairResult& p = r.pairs[*r.first_divergence];
+    std::fprintf(f, "first divergence (execution order %zu): %s [%s]\n", *r.first_divergence,
+                 p.name.c_str(), std::string(VerdictName(p.verdict)).c_str());
+    for (const auto& line : r.first_divergence_stack) {
+      std::string l = line;
+      for (auto& c : l)
+        if (c == '\n') c = ' ';
+      std::fprintf(f, "    %s\n", l.c_str());
+    }
+  }
+  double gbs = r.seconds > 0 ? r.bytes_compared / r.seconds / 1e9 : 0;
+  std::fprintf(f,
+               "%zu pairs: %zu pass, %zu warn, %zu fail; %zu + %zu unmatched; "
+               "%.3f GB in %.3f s (%.2f GB/s, %u threads)\n",
+               r.pairs.size(), r.pass, r.warn, r.fail, r.unmatched_out.size(),
+               r.unmatched_ref.size(), r.bytes_compared / 1e9, r.seconds, gbs, r.threads);
+}
+
+std::string RenderCsv(const CompareReport& r) {
+  std::string s =
+      "order,name,ref_name,dtype,ref_dtype,shape,ref_shape,mode,verdict,cosine,max_abs_err,"
+      "max_rel_err,mean_abs_err,mean_rel_err,rmse,euclidean_distance,one_thousandth_ratio,"
+      "five_thousandth_ratio,max_ulp_err,ulp_above_one_ratio,allclose,required_atol,"
+      "required_rtol,nan_mismatch,inf_mismatch,out_max,out_min,out_mean,out_norm,ref_max,"
+      "ref_min,ref_mean,ref_norm,stat_rel_diff,reasons\n";
+  auto opt = [](const std::optional<double>& v) { return v ? Short(*v) : std::string(); };
+  for (size_t i = 0; i < r.pairs.size(); ++i) {
+    const PairResult& p = r.pairs[i];
+    std::vector<std::string> c = {std::to_string(i),
+                                  Csv(p.name),
+                                  Csv(p.ref_name),
+                                  p.out_dtype,
+                                  p.ref_dtype,
+                                  Csv(ShapeString(p.out_shape)),
+                                  Csv(ShapeString(p.ref_shape)),
+                                  std::string(PairModeName(p.mode)),
+                                  std::string(VerdictName(p.verdict))};
+    if (p.metrics) {
+      const Metrics& m = *p.metrics;
+      for (double v :
+           {m.cosine, m.max_abs_err, m.max_rel_err, m.mean_abs_err, m.mean_rel_err, m.rmse,
+            m.euclidean_distance, m.one_thousandth_ratio, m.five_thousandth_ratio})
+        c.push_back(Short(v));
+      c.push_back(opt(m.max_ulp_err));
+      c.push_back(opt(m.ulp_above_one_ratio));
+      c.push_back(m.allclose ? "true" : "false");
+      c.push_back(Short(m.required_atol));
+      c.push_back(Short(m.required_rtol));
+      c.push_back(std::to_string(m.nan_mismatch));
+      c.push_back(std::to_string(m.inf_mismatch));
+    } else {
+      c.insert(c.end(), 16, "");
+    }
+    for (const auto* s : {&p.out_stats, &p.ref_stats}) {
+      if (*s) {
+        for (double v : {(*s)->max, (*s)->min, (*s)->mean, (*s)->norm}) c.push_back(Short(v));
+      } else {
+        c.insert(c.end(), 4, "");
+      }
+    }
+    c.push_back(p.stat_diffs ? Short(p.stat_diffs->Worst()) : "");
+    std::string why;
+    for (size_t k = 0; k < p.reasons.size(); ++k) why += (k ? "; " : "") + p.reasons[k];
+    c.push_back(Csv(why));
+    for (size_t k = 0; k < c.size(); ++k) s += (k ? "," : "") + c[k];
+    s += "\n";
+  }
+  return s;
+}
+
+std::string RenderHtml(const CompareReport& r) {
+  std::string h;
+  h += R"(<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>anxin compare</title>
+<style>
+body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#1d2330;background:#fafbfc}
+h1{font-size:20px;margin:0 0 4px}.sub{color:#5b6475;margin-bottom:16px}
+.cards{display:flex;gap:12px;margin:12px 0}.card{background:#fff;border:1px solid #dde1e8;
+border-radius:6px;padding:8px 14px}.card b{font-size:20px;display:block}
+.pass{color:#17803d}.warn{color:#b7791f}.fail{color:#c53030}
+table{border-collapse:collapse;background:#fff;width:100%;font-size:13px}
+th,td{border-bottom:1px solid #e6e9ef;padding:4px 8px;text-align:left;white-space:nowrap}
+th{cursor:pointer;background:#eef1f6;position:sticky;top:0}th:hover{background:#dfe5ee}
+td.num{text-align:right;font-variant-numeric:tabular-nums}
+td.name{max-width:420px;overflow:hidden;text-overflow:ellipsis}
+.box{background:#fff;border:1px solid #dde1e8;border-radius:6px;padding:10px;margin:12px 0}
+pre{font-size:12px;white-space:pre-wrap;margin:4px 0}
+svg text{font:11px system-ui,sans-serif;fill:#5b6475}
+</style></head><body>
+)";
+  h += "<h1>anxin compare</h1><div class=\"sub\">output <code>" + Html(r.out_path) +
+       "</code> against reference <code>" + Html(r.ref_path) + "</code></div>\n";
+  h += fmt::format(
+      "<div class=\"cards\"><div class=\"card\"><b>{}</b>pairs</div>"
+      "<div class=\"card pass\"><b>{}</b>pass</div><div class=\"card warn\"><b>{}</b>warn</div>"
+      "<div class=\"card fail\"><b>{}</b>fail</div><div class=\"card\"><b>{} / {}</b>unmatched "
+      "out / ref</div><div class=\"card\"><b>{:.3f} GB</b>compared in {:.2f} s</div></div>\n",
+      r.pairs.size(), r.pass, r.warn, r.fail, r.unmatched_out.size(), r.unmatched_ref.size(),
+      r.bytes_compared / 1e9, r.seconds);
+
+  // Chart: log10 of the error along execution order.
+  const double W = 1000, H = 260, L = 60, R = 10, T = 10, B = 30;
+  double lo = HUGE_VAL, hi = -HUGE_VAL;
+  std::vector<double> ys(r.pairs.size(), std::nan(""));
+  for (size_t i = 0; i < r.pairs.size(); ++i) {
+    double v = ChartValue(r.pairs[i]);
+    if (std::isfinite(v)) {
+      ys[i] = std::log10(std::max(v, 1e-12));
+      lo = std::min(lo, ys[i]);
+      hi = std::max(hi, ys[i]);
+    }
+  }
+  if (!(lo <= hi)) lo = -12, hi = 0;
+  lo = std::floor(lo);
+  hi = std::max(std::ceil(hi), lo + 1);
+  const size_t n = std::max<size_t>(r.pairs.size(), 2);
+  auto X = [&](size_t i) { return L + (W - L - R) * static_cast<double>(i) / (n - 1); };
+  auto Y = [&](double y) { return T + (H - T - B) * (hi - y) / (hi - lo); };
+  h += "<div class=\"box\"><b>Error along execution order</b> (MaxAbsErr for tensors, worst "
+       "relative statistics difference otherwise; log scale; red = fail, amber = warn)\n";
+  h += fmt::format("<svg viewBox=\"0 0 {} {}\" width=\"100%\" role=\"img\">\n", W, H);
+  for (double y = lo; y <= hi; y += 1)
+    h += fmt::format(
+        "<line x1=\"{0}\" x2=\"{1}\" y1=\"{2:.1f}\" y2=\"{2:.1f}\" stroke=\"#e6e9ef\"/>"
+        "<text x=\"{3}\" y=\"{4:.1f}\" text-anchor=\"end\">1e{5}</text>\n",
+        L, W - R, Y(y), L - 6, Y(y) + 4, static_cast<int>(y));
+  std::string path;
+  for (size_t i = 0; i < r.pairs.size(); ++i) {
+    if (std::isnan(ys[i])) continue;
+    path += fmt::format("{}{:.1f},{:.1f} ", path.empty() ? "M" : "L", X(i), Y(ys[i]));
+  }
+  h += "<path d=\"" + path + "\" fill=\"none\" stroke=\"#7f9cc8\" stroke-width=\"1\"/>\n";
+  for (size_t i = 0; i < r.pairs.size(); ++i) {
+    const PairResult& p = r.pairs[i];
+    if (p.verdict == Verdict::kPass) continue;
+    double y = std::isnan(ys[i]) ? hi : ys[i];
+    h += fmt::format(
+        "<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3\" fill=\"{}\"><title>{}: {}</title>"
+        "</circle>\n",
+        X(i), Y(y), p.verdict == Verdict::kFail ? "#c53030" : "#d69e2e", i, Html(p.name));
+  }
+  if (r.first_divergence)
+    h += fmt::format(
+        "<line x1=\"{0:.1f}\" x2=\"{0:.1f}\" y1=\"{1}\" y2=\"{2}\" "
+        "stroke=\"#c53030\" stroke-dasharray=\"4 3\"/><text x=\"{3:.1f}\" y=\"{4}\" "
+        "fill=\"#c53030\">first divergence</text>\n",
+        X(*r.first_divergence), T, H - B, X(*r.first_divergence) + 4, T + 10);
+  h += fmt::format("<text x=\"{}\" y=\"{}\">execution order (0 .. {})</text></svg></div>\n", L,
+                   H - 8, r.pairs.empty() ? 0 : r.pairs.size() - 1);
+
+  if (r.first_divergence) {
+    const PairResult& p = r.pairs[*r.first_divergence];
+    h += "<div class=\"box\"><b>First divergence</b>: #" + std::to_string(*r.first_divergence) +
+         " <code>" + Html(p.name) + "</code> <span class=\"" + std::string(VerdictName(p.verdict)) +
+         "\">" + std::string(VerdictName(p.verdict)) + "</span>";
+    for (const auto& why : p.reasons) h += " &middot; " + Html(why);
+    if (!r.first_divergence_stack.empty()) {
+      h += "<pre>";
+      for (const auto& line : r.first_divergence_stack) h += Html(line) + "\n";
+      h += "</pre>";
+    }
+    h += "</div>\n";
+  }
+
+  h += "<table id=\"t\"><thead><tr>";
+  const char* cols[] = {"#",         "verdict",   "name",       "dtype",     "shape",  "cosine",
+                        "MaxAbsErr", "MaxRelErr", "MeanAbsErr", "RMSE",      "1/1000", "5/1000",
+                        "max ULP",   "req. atol", "req. rtol",  "stat diff", "why"};
+  for (const char* c : cols) h += std::string("<th>") + c + "</th>";
+  h += "</tr></thead><tbody>\n";
+  auto num = [](double v) {
+    // data-v carries the sort key; non-finite values sort as extremes.
+    double key = std::isnan(v) ? -1e308 : std::isinf(v) ? (v > 0 ? 1e308 : -1e308) : v;
+    return fmt::format("<td class=\"num\" data-v=\"{:.17g}\">{}</td>", key, Short(v));
+  };
+  auto none = [] { return std::string("<td class=\"num\" data-v=\"-1e308\">-</td>"); };
+  for (size_t i = 0; i < r.pairs.size(); ++i) {
+    const PairResult& p = r.pairs[i];
+    std::string v(VerdictName(p.verdict));
+    h += fmt::format(
+        "<tr><td class=\"num\" data-v=\"{}\">{}</td><td class=\"{}\" data-v=\"{}\">"
+        "{}</td><td class=\"name\" title=\"{}\">{}</td><td>{}</td><td>{}</td>",
+        i, i, v, Rank(p.verdict), v, Html(p.name), Html(p.name), Html(Dtypes(p)),
+        Html(ShapeString(p.out_shape)));
+    if (p.metrics) {
+      const Metrics& m = *p.metrics;
+      for (double x : {m.cosine, m.max_abs_err, m.max_rel_err, m.mean_abs_err, m.rmse,
+                       m.one_thousandth_ratio, m.five_thousandth_ratio})
+        h += num(x);
+      h += m.max_ulp_err ? num(*m.max_ulp_err) : none();
+      h += num(m.required_atol);
+      h += num(m.required_rtol);
+    } else {
+      for (int k = 0; k < 10; ++k) h += none();
+    }
+    h += p.stat_diffs ? num(p.stat_diffs->Worst()) : none();
+    std::string why;
+    for (size_t k = 0; k < p.reasons.size(); ++k) why += (k ? "; " : "") + p.reasons[k];
+    h += "<td>" + Html(why) + "</td></tr>\n";
+  }
+  h += "</tbody></table>\n";
+  if (!r.unmatched_out.empty() || !r.unmatched_ref.empty()) {
+    h += "<div class=\"box\"><b>Unmatched</b>";
+    for (const auto& n : r.unmatched_out) h += "<br>output only: <code>" + Html(n) + "</code>";
+    for (const auto& n : r.unmatched_ref) h += "<br>reference only: <code>" + Html(n) + "</code>";
+    h += "</div>\n";
+  }
+  h += R"(<script>
+(function(){
+  var t=document.getElementById('t'),dir={};
+  t.querySelectorAll('th').forEach(function(th,c){
+    th.addEventListener('click',function(){
+      var rows=Array.prototype.slice.call(t.tBodies[0].rows);
+      dir[c]=!dir[c];
+      rows.sort(function(a,b){
+        var x=a.cells[c],y=b.cells[c],u=x.dataset.v,w=y.dataset.v,r;
+        if(u!==undefined&&w!==undefined){r=parseFloat(u)-parseFloat(w);}
+        else{r=x.textContent.localeCompare(y.textContent);}
+        return dir[c]?r:-r;
+      });
+      rows.forEach(function(r){t.tBodies[0].appendChild(r);});
+    });
+  });
+})();
+</script></body></html>
+)";
+  return h;
+}
+
+Status WriteFile(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) return std::unexpected(ErrnoError(errno, "open " + path + " for writing"));
+  out << text;
+  out.close();
+  if (!out) return std::unexpected(ErrnoError(errno, "write " + path));
+  return Ok();
+}
+
+}  // namespace anxin::compare

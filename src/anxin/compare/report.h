@@ -1,0 +1,38 @@
+// Renders a CompareReport: a terminal table (worst first), CSV, JSON and a
+// self-contained HTML page (inline CSS and JavaScript, no network access)
+// with a sortable table and a chart of the error along execution order.
+//
+//   PrintTable(report, stdout, /*limit=*/20);
+//   ANXIN_TRY(WriteFile("report.html", RenderHtml(report)));
+//   std::string json = ToJson(report).dump(2);
+#ifndef ANXIN_COMPARE_REPORT_H_
+#define ANXIN_COMPARE_REPORT_H_
+
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "anxin/base/error.h"
+#include "anxin/compare/compare.h"
+
+namespace anxin::compare {
+
+// The worst `limit` pairs (0: all), the unmatched tensors, the first
+// divergence and a summary line.
+void PrintTable(const CompareReport& report, std::FILE* out, size_t limit);
+
+// One row per pair in execution order; non-finite numbers as nan/inf.
+std::string RenderCsv(const CompareReport& report);
+
+// Non-finite numbers become the strings "nan", "inf", "-inf".
+nlohmann::json ToJson(const CompareReport& report);
+nlohmann::json MetricsToJson(const Metrics& m);
+
+std::string RenderHtml(const CompareReport& report);
+
+// Writes text to path (replacing it).
+Status WriteFile(const std::string& path, const std::string& text);
+
+}  // namespace anxin::compare
+
+#endif  // ANXIN_COMPARE_REPORT_H_

@@ -1,0 +1,128 @@
+#include "anxin/compare/tensor.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+namespace anxin::compare {
+
+Result<std::shared_ptr<const MappedFile>> MappedFile::Open(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::unexpected(ErrnoError(errno, "open " + path));
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    int e = errno;
+    ::close(fd);
+    return std::unexpected(ErrnoError(e, "stat " + path));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return InvalidArgument(path + ": not a regular file");
+  }
+  return FromFd(path, fd, static_cast<uint64_t>(st.st_size));
+}
+
+Result<std::shared_ptr<const MappedFile>> MappedFile::FromFd(std::string name, int fd,
+                                                             uint64_t size) {
+  std::shared_ptr<MappedFile> f(new MappedFile());
+  f->path_ = std::move(name);
+  if (size > 0) {
+    void* p = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (p == MAP_FAILED) {
+      int e = errno;
+      ::close(fd);
+      return std::unexpected(ErrnoError(e, "mmap " + f->path_));
+    }
+    // Dumps are read front to back once: ask for aggressive read-ahead.
+    ::madvise(p, size, MADV_SEQUENTIAL);
+    f->data_ = static_cast<const uint8_t*>(p);
+    f->size_ = size;
+    f->mapped_ = true;
+  }
+  ::close(fd);
+  return f;
+}
+
+std::shared_ptr<const MappedFile> MappedFile::FromBytes(std::string name,
+                                                        std::span<const uint8_t> b) {
+  std::shared_ptr<MappedFile> f(new MappedFile());
+  f->path_ = std::move(name);
+  f->owned_.assign(b.begin(), b.end());
+  f->data_ = f->owned_.data();
+  f->size_ = f->owned_.size();
+  return f;
+}
+
+MappedFile::~MappedFile() {
+  if (mapped_) ::munmap(const_cast<uint8_t*>(data_), size_);
+}
+
+uint64_t Tensor::NumElements() const {
+  uint64_t n = 1;
+  for (int64_t d : shape) n *= static_cast<uint64_t>(d);
+  return n;
+}
+
+void Tensor::ReadDoubles(uint64_t first, size_t count, double* out) const {
+  const size_t size = DTypeSize(*dtype);
+  if (!fortran_order || shape.size() < 2) {
+    ConvertToDouble(*dtype, data + first * size, swap_bytes, count, out);
+    return;
+  }
+  // Column-major storage: map each row-major index to its storage offset.
+  // Rare in dumps, so clarity beats speed here.
+  const size_t nd = shape.size();
+  std::vector<uint64_t> idx(nd);
+  uint64_t rest = first;
+  for (size_t d = nd; d-- > 0;) {
+    idx[d] = rest % static_cast<uint64_t>(shape[d]);
+    rest /= static_cast<uint64_t>(shape[d]);
+  }
+  for (size_t i = 0; i < count; ++i) {
+    uint64_t off = 0, stride = 1;
+    for (size_t d = 0; d < nd; ++d) {
+      off += idx[d] * stride;
+      stride *= static_cast<uint64_t>(shape[d]);
+    }
+    ConvertToDouble(*dtype, data + off * size, swap_bytes, 1, out + i);
+    for (size_t d = nd; d-- > 0;) {
+      if (++idx[d] < static_cast<uint64_t>(shape[d])) break;
+      idx[d] = 0;
+    }
+  }
+}
+
+void Tensor::ReleasePages(uint64_t first, uint64_t count) const {
+  if (!mapped || fortran_order || count == 0) return;
+  static const uintptr_t kPage = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const size_t size = DTypeSize(*dtype);
+  uintptr_t begin = reinterpret_cast<uintptr_t>(data + first * size);
+  uintptr_t end = begin + count * size;
+  // Only whole pages inside the range: neighbours may still be reading theirs.
+  begin = (begin + kPage - 1) & ~(kPage - 1);
+  end &= ~(kPage - 1);
+  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+}
+
+std::string ShapeString(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+Result<uint64_t> CheckedElementCount(const std::vector<int64_t>& shape) {
+  unsigned __int128 n = 1;
+  for (int64_t d : shape) {
+    if (d < 0) return InvalidArgument(fmt::format("negative dimension {} in shape", d));
+    n *= static_cast<uint64_t>(d);
+    if (n > (static_cast<unsigned __int128>(1) << 62))
+      return InvalidArgument("shape " + ShapeString(shape) + " has too many elements");
+  }
+  return static_cast<uint64_t>(n);
+}
+
+}  // namespace anxin::compare

@@ -1,0 +1,96 @@
+// A tensor as found in a dump: either a view of raw elements (usually inside a
+// memory-mapped file) or only its summary statistics (msprobe statistics mode).
+//
+//   ANXIN_ASSIGN_OR_RETURN(auto file, MappedFile::Open("out.npy"));
+//   ANXIN_ASSIGN_OR_RETURN(Tensor t, ParseNpy(file, {}));
+//   for (uint64_t i = 0; i < t.NumElements(); i += 4096) t.ReadDoubles(i, 4096, buf);
+//
+// A Tensor owns nothing but a shared reference that keeps its bytes mapped.
+// Thread safety: const methods may be called from many threads at once.
+#ifndef ANXIN_COMPARE_TENSOR_H_
+#define ANXIN_COMPARE_TENSOR_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "anxin/base/error.h"
+#include "anxin/compare/dtype.h"
+
+namespace anxin::compare {
+
+// A read-only memory mapping of a whole file (or of an inflated archive
+// member in an unlinked temporary file). Pages are read on demand, so a file
+// larger than RAM works.
+class MappedFile {
+ public:
+  // kNotFound for a missing file; an empty file maps to an empty span.
+  static Result<std::shared_ptr<const MappedFile>> Open(const std::string& path);
+  // Wraps bytes already in memory (tests, fuzzers). Copies them.
+  static std::shared_ptr<const MappedFile> FromBytes(std::string name, std::span<const uint8_t> b);
+  // Takes an already open descriptor of size bytes; closes it.
+  static Result<std::shared_ptr<const MappedFile>> FromFd(std::string name, int fd, uint64_t size);
+  ~MappedFile();
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+
+  const std::string& path() const { return path_; }
+  // True when bytes() is a file mapping whose pages may be dropped after use.
+  bool mapped() const { return mapped_; }
+  std::span<const uint8_t> bytes() const { return {data_, size_}; }
+
+ private:
+  MappedFile() = default;
+  std::string path_;
+  const uint8_t* data_ = nullptr;
+  uint64_t size_ = 0;
+  bool mapped_ = false;
+  std::vector<uint8_t> owned_;
+};
+
+// Summary statistics as msprobe records them.
+struct TensorStats {
+  double max = 0, min = 0, mean = 0, norm = 0;
+};
+
+struct Tensor {
+  std::string name;            // match key: "Functional.conv2d.0.forward.input.0", "w.npy"
+  std::string op;              // the call it belongs to ("Functional.conv2d.0.forward"); else name
+  std::string source;          // file the data lives in (for messages)
+  std::string dtype_label;     // as written in the dump ("torch.float32"); may be empty
+  std::optional<DType> dtype;  // unset for statistics-only entries of unknown type
+  std::vector<int64_t> shape;
+  // Raw elements; empty for statistics-only entries.
+  const uint8_t* data = nullptr;
+  uint64_t data_offset = 0;  // where data starts in source (for messages)
+  bool swap_bytes = false;   // stored big-endian
+  bool fortran_order = false;
+  bool mapped = false;  // data is file-backed: pages can be released after reading
+  std::shared_ptr<const void> keep_alive;
+  std::optional<TensorStats> stats;  // from the dump, when there is no data
+
+  bool HasData() const { return data != nullptr || (dtype && NumElements() == 0 && !stats); }
+  uint64_t NumElements() const;
+  uint64_t NumBytes() const { return dtype ? NumElements() * DTypeSize(*dtype) : 0; }
+  // Writes elements [first, first + count) in C (row-major) order as float64.
+  // REQUIRES: HasData(), first + count <= NumElements().
+  void ReadDoubles(uint64_t first, size_t count, double* out) const;
+  // Drops the mapped pages holding elements [first, first + count) from this
+  // process (they stay in the page cache), so reading a dump front to back
+  // keeps the resident set small. A no-op for data not backed by a file.
+  void ReleasePages(uint64_t first, uint64_t count) const;
+};
+
+// "[2, 3, 4]".
+std::string ShapeString(const std::vector<int64_t>& shape);
+
+// Checks dims are non-negative and the element count fits in 63 bits;
+// returns the element count.
+Result<uint64_t> CheckedElementCount(const std::vector<int64_t>& shape);
+
+}  // namespace anxin::compare
+
+#endif  // ANXIN_COMPARE_TENSOR_H_
