@@ -1,0 +1,298 @@
+// The only file that includes httplib.h: it is a large header, and keeping it
+// here keeps both compile times and the public API free of it.
+#include "anxin/base/http.h"
+
+#include <fmt/format.h>
+#include <httplib.h>
+
+#include <cctype>
+#include <mutex>
+#include <thread>
+
+namespace anxin {
+namespace {
+
+bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::tolower(static_cast<unsigned char>(a[i])) !=
+        std::tolower(static_cast<unsigned char>(b[i]))) {
+      return false;
+    }
+  }
+  return true;
+}
+
+std::optional<std::string> Find(const HttpHeaders& list, std::string_view name, bool ignore_case) {
+  for (const auto& [k, v] : list) {
+    if (ignore_case ? EqualsIgnoreCase(k, name) : k == name) return v;
+  }
+  return std::nullopt;
+}
+
+HttpRequest FromHttplib(const httplib::Request& req) {
+  HttpRequest r;
+  r.method = req.method;
+  r.path = req.path;
+  r.body = req.body;
+  r.remote_addr = req.remote_addr;
+  for (const auto& [k, v] : req.headers) r.headers.emplace_back(k, v);
+  for (const auto& [k, v] : req.params) r.query.emplace_back(k, v);
+  for (size_t i = 1; i < req.matches.size(); ++i) r.path_groups.push_back(req.matches[i].str());
+  return r;
+}
+
+void ToHttplib(const HttpResponse& in, httplib::Response& out) {
+  out.status = in.status;
+  for (const auto& [k, v] : in.headers) out.set_header(k, v);
+  out.set_content(in.body, in.content_type.c_str());
+}
+
+httplib::Server::Handler Wrap(HttpHandler handler) {
+  return [handler = std::move(handler)](const httplib::Request& req, httplib::Response& res) {
+    ToHttplib(handler(FromHttplib(req)), res);
+  };
+}
+
+}  // namespace
+
+std::optional<std::string> HttpRequest::Header(std::string_view name) const {
+  return Find(headers, name, true);
+}
+std::optional<std::string> HttpRequest::Query(std::string_view name) const {
+  return Find(query, name, false);
+}
+std::optional<std::string> HttpResponse::Header(std::string_view name) const {
+  return Find(headers, name, true);
+}
+
+HttpResponse HttpResponse::Text(int status, std::string body) {
+  HttpResponse r;
+  r.status = status;
+  r.body = std::move(body);
+  return r;
+}
+
+HttpResponse HttpResponse::Json(int status, std::string body) {
+  HttpResponse r;
+  r.status = status;
+  r.body = std::move(body);
+  r.content_type = "application/json";
+  return r;
+}
+
+struct HttpServer::Impl {
+  HttpServerOptions options;
+  httplib::Server server;
+  std::thread thread;
+  mutable std::mutex mu;
+  int port = 0;  // guarded by mu
+};
+
+HttpServer::HttpServer(HttpServerOptions options) : impl_(std::make_unique<Impl>()) {
+  impl_->options = std::move(options);
+}
+
+HttpServer::~HttpServer() { Stop(); }
+
+void HttpServer::Get(std::string pattern, HttpHandler handler) {
+  impl_->server.Get(pattern, Wrap(std::move(handler)));
+}
+
+void HttpServer::Post(std::string pattern, HttpHandler handler) {
+  impl_->server.Post(pattern, Wrap(std::move(handler)));
+}
+
+Status HttpServer::Start() {
+  std::lock_guard lock(impl_->mu);
+  if (impl_->thread.joinable()) return FailedPrecondition("the HTTP server is already running");
+  httplib::Server& s = impl_->server;
+  int threads = std::max(1, impl_->options.threads);
+  s.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+  s.set_payload_max_length(impl_->options.max_body_bytes);
+  // httplib's default adds SO_REUSEPORT, which lets a second server bind the
+  // same port and silently take half the connections. SO_REUSEADDR alone
+  // still allows a quick restart after TIME_WAIT.
+  s.set_socket_options([](int sock) {
+    int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  });
+  s.set_read_timeout(impl_->options.read_timeout);
+  // Idle keep-alive connections hold a worker; a short wait keeps Stop prompt.
+  s.set_keep_alive_timeout(2);
+  s.set_exception_handler(
+      [](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+        std::string what = "unknown exception";
+        try {
+          std::rethrow_exception(ep);
+        } catch (const std::exception& e) {
+          what = e.what();
+        } catch (...) {
+        }
+        res.status = 500;
+        res.set_content("internal error: " + what + "\n", "text/plain; charset=utf-8");
+      });
+  s.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+    if (res.status == 404 && res.body.empty()) {
+      res.set_content("not found: " + req.path + "\n", "text/plain; charset=utf-8");
+    }
+  });
+  const std::string& host = impl_->options.host;
+  int port = impl_->options.port;
+  if (port == 0) {
+    port = s.bind_to_any_port(host);
+  } else if (!s.bind_to_port(host, port)) {
+    port = -1;
+  }
+  if (port <= 0) {
+    return Unavailable("cannot listen on " + host + ":" + std::to_string(impl_->options.port) +
+                       ": the port is in use or " + host +
+                       " is not an address of this host; choose another port (0 picks a free one)");
+  }
+  impl_->port = port;
+  impl_->thread = std::thread([this] { impl_->server.listen_after_bind(); });
+  // Stop before the accept loop runs would be lost; wait until it runs.
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!s.is_running()) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      return Internal("the HTTP server on " + address() + " did not start");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return Ok();
+}
+
+void HttpServer::Stop() {
+  std::lock_guard lock(impl_->mu);
+  if (!impl_->thread.joinable()) return;
+  impl_->server.stop();
+  impl_->thread.join();
+}
+
+int HttpServer::port() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->port;
+}
+
+std::string HttpServer::address() const {
+  return impl_->options.host + ":" + std::to_string(port());
+}
+
+struct HttpClient::Impl {
+  Impl(const std::string& url, std::string hp, HttpClientOptions o)
+      : base_url(url), host_port(std::move(hp)), options(std::move(o)), client(url) {
+    client.set_connection_timeout(options.connect_timeout);
+    client.set_read_timeout(options.timeout);
+    client.set_write_timeout(options.timeout);
+    httplib::Headers headers;
+    for (const auto& [k, v] : options.headers) headers.emplace(k, v);
+    client.set_default_headers(std::move(headers));
+  }
+
+  // Runs one request and turns transport failures into Errors.
+  template <typename F>
+  Result<HttpResponse> Do(std::string_view method, std::string_view path, F&& request) {
+    std::lock_guard lock(mu);
+    auto start = std::chrono::steady_clock::now();
+    httplib::Result res = request(client);
+    auto elapsed = std::chrono::steady_clock::now() - start;
+    std::string what = std::string(method) + " " + base_url + std::string(path);
+    if (!res) {
+      httplib::Error e = res.error();
+      auto secs = [](std::chrono::milliseconds d) {
+        return fmt::format("{:g} s", static_cast<double>(d.count()) / 1000.0);
+      };
+      switch (e) {
+        case httplib::Error::Connection:
+        case httplib::Error::ConnectionTimeout:
+          if (e == httplib::Error::ConnectionTimeout || elapsed >= options.connect_timeout) {
+            return DeadlineExceeded(what + ": no connection to " + host_port + " within " +
+                                    secs(options.connect_timeout));
+          }
+          return Unavailable(what + ": cannot connect to " + host_port +
+                             " (connection refused or unreachable): is the server running?");
+        case httplib::Error::Read:
+          if (elapsed >= options.timeout) {
+            return DeadlineExceeded(what + ": no response from " + host_port + " within " +
+                                    secs(options.timeout));
+          }
+          return Unavailable(what + ": " + host_port +
+                             " closed the connection before a full response");
+        default:
+          return Unavailable(what + ": " + httplib::to_string(e));
+      }
+    }
+    HttpResponse out;
+    out.status = res->status;
+    out.body = res->body;
+    out.content_type = res->get_header_value("Content-Type");
+    for (const auto& [k, v] : res->headers) out.headers.emplace_back(k, v);
+    return out;
+  }
+
+  std::string base_url;
+  std::string host_port;
+  HttpClientOptions options;
+  std::mutex mu;
+  httplib::Client client;
+};
+
+HttpClient::HttpClient(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+HttpClient::HttpClient(std::string host, int port, HttpClientOptions options) {
+  std::string hp = host + ":" + std::to_string(port);
+  impl_ = std::make_unique<Impl>("http://" + hp, hp, std::move(options));
+}
+
+Result<HttpClient> HttpClient::ForUrl(std::string_view base_url, HttpClientOptions options) {
+  std::string_view rest = base_url;
+  int default_port = 0;
+  if (rest.starts_with("http://")) {
+    rest.remove_prefix(7);
+    default_port = 80;
+  } else if (rest.starts_with("https://")) {
+    rest.remove_prefix(8);
+    default_port = 443;
+  } else {
+    return InvalidArgument("URL '" + std::string(base_url) +
+                           "' must start with http:// or https://");
+  }
+  if (rest.ends_with("/")) rest.remove_suffix(1);
+  if (rest.empty() || rest.find('/') != std::string_view::npos) {
+    return InvalidArgument("URL '" + std::string(base_url) +
+                           "' must be scheme://host[:port] without a path");
+  }
+  std::string hp(rest);
+  if (hp.find(':') == std::string::npos || hp.back() == ']') {
+    hp += ":" + std::to_string(default_port);
+  }
+  std::string url(base_url);
+  if (url.ends_with("/")) url.pop_back();
+  return HttpClient(std::make_unique<Impl>(url, hp, std::move(options)));
+}
+
+HttpClient::HttpClient(HttpClient&&) noexcept = default;
+HttpClient& HttpClient::operator=(HttpClient&&) noexcept = default;
+HttpClient::~HttpClient() = default;
+
+const std::string& HttpClient::base_url() const { return impl_->base_url; }
+
+Result<HttpResponse> HttpClient::Get(std::string_view path, const HttpHeaders& headers) {
+  httplib::Headers h;
+  for (const auto& [k, v] : headers) h.emplace(k, v);
+  std::string p(path);
+  return impl_->Do("GET", path, [&](httplib::Client& c) { return c.Get(p, h); });
+}
+
+Result<HttpResponse> HttpClient::Post(std::string_view path, std::string_view body,
+                                      std::string_view content_type, const HttpHeaders& headers) {
+  httplib::Headers h;
+  for (const auto& [k, v] : headers) h.emplace(k, v);
+  std::string p(path);
+  std::string type(content_type);
+  return impl_->Do("POST", path, [&](httplib::Client& c) {
+    return c.Post(p, h, body.data(), body.size(), type);
+  });
+}
+
+}  // namespace anxin

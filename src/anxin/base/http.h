@@ -1,0 +1,147 @@
+// A small HTTP server and client for anxin's endpoints (/metrics, the agent's
+// page, webhooks), over cpp-httplib, which never appears in anxin headers.
+//
+//   HttpServer server;                           // 127.0.0.1, a free port
+//   server.Get("/metrics", [&](const HttpRequest&) {
+//     return HttpResponse::Text(200, registry.Expose());
+//   });
+//   server.Post(R"(/api/devices/(\d+)/reset)", [&](const HttpRequest& req) {
+//     int index = std::stoi(req.path_groups[0]);
+//     ...
+//   });
+//   ANXIN_TRY(server.Start());
+//   spdlog::info("listening on {}", server.address());   // "127.0.0.1:41234"
+//   ...
+//   server.Stop();                               // finishes requests in flight
+//
+//   HttpClient client("127.0.0.1", server.port(), {.timeout = 2s});
+//   ANXIN_ASSIGN_OR_RETURN(HttpResponse r, client.Get("/metrics"));
+//   if (!r.ok()) ...                             // a 4xx/5xx status is not an Error
+//
+// Route patterns are regular expressions matched against the whole path;
+// capture groups land in HttpRequest::path_groups.
+//
+// Thread safety: routes are added before Start. Handlers run on the server's
+// worker threads, possibly several at once. Start, Stop and port() may be
+// called from any thread. An HttpClient may be shared; its requests are made
+// one at a time.
+#ifndef ANXIN_BASE_HTTP_H_
+#define ANXIN_BASE_HTTP_H_
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "anxin/base/error.h"
+
+namespace anxin {
+
+using HttpHeaders = std::vector<std::pair<std::string, std::string>>;
+
+struct HttpRequest {
+  std::string method{};  // "GET", "POST"
+  std::string path{};    // without the query string
+  std::string body{};
+  HttpHeaders headers{};
+  HttpHeaders query{};                     // decoded ?name=value pairs, in order
+  std::vector<std::string> path_groups{};  // the route pattern's capture groups
+  std::string remote_addr{};
+
+  // Case-insensitive; the first match.
+  std::optional<std::string> Header(std::string_view name) const;
+  std::optional<std::string> Query(std::string_view name) const;
+};
+
+struct HttpResponse {
+  int status = 200;
+  std::string body{};
+  std::string content_type = "text/plain; charset=utf-8";
+  HttpHeaders headers{};
+
+  bool ok() const { return status >= 200 && status < 300; }
+  std::optional<std::string> Header(std::string_view name) const;
+
+  static HttpResponse Text(int status, std::string body);
+  static HttpResponse Json(int status, std::string body);
+};
+
+using HttpHandler = std::function<HttpResponse(const HttpRequest&)>;
+
+struct HttpServerOptions {
+  std::string host = "127.0.0.1";   // "0.0.0.0" to serve other machines
+  int port = 0;                     // 0: the kernel picks a free port; see port()
+  int threads = 4;                  // worker threads
+  size_t max_body_bytes = 8 << 20;  // larger request bodies get 413
+  std::chrono::seconds read_timeout{10};
+};
+
+class HttpServer {
+ public:
+  explicit HttpServer(HttpServerOptions options = {});
+  // Stops the server if it runs.
+  ~HttpServer();
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  // REQUIRES: before Start.
+  void Get(std::string pattern, HttpHandler handler);
+  void Post(std::string pattern, HttpHandler handler);
+
+  // Binds and serves on a thread of its own; returns once connections are
+  // accepted. A port in use or an address not of this host -> kUnavailable.
+  [[nodiscard]] Status Start();
+  // Stops accepting, lets requests in flight finish, joins the threads.
+  // Idempotent.
+  void Stop();
+
+  // The bound port (the chosen one when the options said 0); 0 before Start.
+  int port() const;
+  // "127.0.0.1:41234"
+  std::string address() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+struct HttpClientOptions {
+  std::chrono::milliseconds connect_timeout{2000};
+  std::chrono::milliseconds timeout{10000};  // for reading the response
+  HttpHeaders headers{};                     // sent with every request
+};
+
+class HttpClient {
+ public:
+  HttpClient(std::string host, int port, HttpClientOptions options = {});
+  // "http://host[:port]" or "https://host[:port]" (no path).
+  [[nodiscard]] static Result<HttpClient> ForUrl(std::string_view base_url,
+                                                 HttpClientOptions options = {});
+  HttpClient(HttpClient&&) noexcept;
+  HttpClient& operator=(HttpClient&&) noexcept;
+  ~HttpClient();
+
+  // Errors: connection refused or unreachable -> kUnavailable naming
+  // host:port; no response in time -> kDeadlineExceeded. Any HTTP status is a
+  // response, not an error.
+  [[nodiscard]] Result<HttpResponse> Get(std::string_view path, const HttpHeaders& headers = {});
+  [[nodiscard]] Result<HttpResponse> Post(std::string_view path, std::string_view body,
+                                          std::string_view content_type = "application/json",
+                                          const HttpHeaders& headers = {});
+
+  // "http://127.0.0.1:41234"
+  const std::string& base_url() const;
+
+ private:
+  struct Impl;
+  explicit HttpClient(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace anxin
+
+#endif  // ANXIN_BASE_HTTP_H_
