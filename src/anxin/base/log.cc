@@ -47,6 +47,9 @@ Status InitLogging(std::string_view level, std::string_view format) {
   if (format != "text" && format != "json") {
     return InvalidArgument("unknown log format '" + std::string(format) + "': use text or json");
   }
+  // Calling again reconfigures (tests do, and a command may after reading
+  // its own configuration); spdlog refuses a second logger of one name.
+  spdlog::drop("anxin");
   auto logger = spdlog::stderr_color_mt("anxin");
   if (format == "json") {
     logger->set_formatter(std::make_unique<JsonFormatter>());

@@ -4,7 +4,8 @@
 //   ANXIN_TRY(InitLogging("info", "json"));
 //   spdlog::info("sampled {} devices", n);
 //
-// Thread safety: InitLogging must be called once, before other threads log.
+// Thread safety: call InitLogging before other threads log; calling it again
+// reconfigures the logger.
 #ifndef ANXIN_BASE_LOG_H_
 #define ANXIN_BASE_LOG_H_
 
