@@ -1,0 +1,76 @@
+#include "anxin/device/registry.h"
+
+#include <fmt/format.h>
+
+#include <map>
+#include <mutex>
+
+#include "anxin/device/sim/scenario.h"
+#include "anxin/device/sim/sim_backend.h"
+
+namespace anxin::device {
+namespace {
+
+struct Entry {
+  std::string summary;
+  BackendFactory factory;
+};
+
+struct Registry {
+  std::mutex mu;
+  std::map<std::string, Entry, std::less<>> entries;
+};
+
+Result<std::unique_ptr<DeviceBackend>> MakeSim(const BackendOptions& options) {
+  ANXIN_ASSIGN_OR_RETURN(sim::Scenario scenario, sim::ResolveScenario(options.scenario));
+  Clock& clock = options.clock ? *options.clock : RealClock();
+  return std::unique_ptr<DeviceBackend>(
+      std::make_unique<sim::SimBackend>(std::move(scenario), clock));
+}
+
+// The built-in backends are listed here rather than registered from static
+// initialisers, which a static library's linker would drop.
+Registry& TheRegistry() {
+  static Registry* r = [] {
+    auto* reg = new Registry();
+    reg->entries.emplace(
+        "sim", Entry{"simulated devices driven by a scenario file (--scenario)", MakeSim});
+    return reg;
+  }();
+  return *r;
+}
+
+}  // namespace
+
+void RegisterBackend(std::string name, std::string summary, BackendFactory factory) {
+  Registry& r = TheRegistry();
+  std::lock_guard lock(r.mu);
+  r.entries.insert_or_assign(std::move(name), Entry{std::move(summary), std::move(factory)});
+}
+
+Result<std::unique_ptr<DeviceBackend>> CreateBackend(std::string_view name,
+                                                     const BackendOptions& options) {
+  BackendFactory factory;
+  {
+    Registry& r = TheRegistry();
+    std::lock_guard lock(r.mu);
+    auto it = r.entries.find(name);
+    if (it == r.entries.end()) {
+      std::string known;
+      for (const auto& [n, e] : r.entries) known += (known.empty() ? "" : ", ") + n;
+      return InvalidArgument(fmt::format("unknown device backend '{}' (known: {})", name, known));
+    }
+    factory = it->second.factory;
+  }
+  return factory(options);
+}
+
+std::vector<BackendEntry> RegisteredBackends() {
+  Registry& r = TheRegistry();
+  std::lock_guard lock(r.mu);
+  std::vector<BackendEntry> out;
+  for (const auto& [n, e] : r.entries) out.push_back({n, e.summary});
+  return out;
+}
+
+}  // namespace anxin::device
