@@ -382,6 +382,10 @@ Error ConfigNode::MakeError(std::string problem) const {
 }
 
 Status ConfigNode::CheckKeys(std::initializer_list<std::string_view> known) const {
+  return CheckKeys(std::vector<std::string_view>(known));
+}
+
+Status ConfigNode::CheckKeys(const std::vector<std::string_view>& known) const {
   if (IsNull()) return Ok();
   if (!IsMap()) return std::unexpected(MakeError("expected a map, got " + DescribeKind()));
   for (auto it = rep_->node.begin(); it != rep_->node.end(); ++it) {

@@ -62,6 +62,7 @@ class ConfigNode {
   // REQUIRES map (or null). Unknown key ->
   // "f:l:c: devices[2]: unknown key 'modle' (known: model, count)", pointing at the key.
   [[nodiscard]] Status CheckKeys(std::initializer_list<std::string_view> known) const;
+  [[nodiscard]] Status CheckKeys(const std::vector<std::string_view>& known) const;
   bool Has(std::string_view key) const;
   // Missing -> "f:l:c: devices[2]: missing required key 'model'".
   [[nodiscard]] Result<ConfigNode> Child(std::string_view key) const;

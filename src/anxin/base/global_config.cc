@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdlib>
 
@@ -44,6 +45,12 @@ std::string OriginOf(const ConfigNode& node) {
   return fmt::format("{}:{}:{}: {}", node.source(), node.line(), node.column(), node.path());
 }
 
+// "file:3:10" from an origin "file:3:10: log.level", for `anxin config`.
+std::string ShortOrigin(const std::string& origin) {
+  size_t cut = origin.rfind(": ");
+  return cut == std::string::npos ? origin : origin.substr(0, cut);
+}
+
 // Reads one string key through a validating setter, so the file, the
 // environment and flags all give the same message for the same mistake.
 Status ReadString(const ConfigNode& parent, std::string_view key, GlobalConfig& config,
@@ -62,6 +69,7 @@ Status SetLogLevel(GlobalConfig& config, std::string_view value, std::string_vie
                    fmt::format("unknown log level '{}': use {}", value, Choices(kLogLevels)));
   }
   config.log.level = value;
+  config.origins["log.level"] = origin.empty() ? "(unnamed)" : std::string(origin);
   return Ok();
 }
 
@@ -71,6 +79,7 @@ Status SetLogFormat(GlobalConfig& config, std::string_view value, std::string_vi
                    fmt::format("unknown log format '{}': use {}", value, Choices(kLogFormats)));
   }
   config.log.format = value;
+  config.origins["log.format"] = origin.empty() ? "(unnamed)" : std::string(origin);
   return Ok();
 }
 
@@ -80,6 +89,7 @@ Status SetDeviceBackend(GlobalConfig& config, std::string_view value, std::strin
                    fmt::format("unknown device backend '{}': use {}", value, Choices(kBackends)));
   }
   config.device.backend = value;
+  config.origins["device.backend"] = origin.empty() ? "(unnamed)" : std::string(origin);
   return Ok();
 }
 
@@ -88,6 +98,7 @@ Status SetScenario(GlobalConfig& config, std::string_view value, std::string_vie
     return Problem(origin, "scenario path contains a NUL byte");
   }
   config.device.scenario = value;
+  config.origins["device.scenario"] = origin.empty() ? "(unnamed)" : std::string(origin);
   return Ok();
 }
 
@@ -96,7 +107,18 @@ namespace {
 Result<GlobalConfig> FromNode(const ConfigNode& root) {
   GlobalConfig config;
   config.source = root.source();
-  ANXIN_TRY(root.CheckKeys({"log", "device"}));
+  config.root = root;
+  if (!root.IsMap() && !root.IsNull()) {
+    return std::unexpected(
+        root.MakeError("expected a map of sections, got " + root.DescribeKind()));
+  }
+  ANXIN_TRY(root.CheckKeys(GlobalConfigSections()));
+  ANXIN_ASSIGN_OR_RETURN(auto entries, root.Entries());
+  for (const auto& [key, node] : entries) {
+    if (!node.IsMap() && !node.IsNull()) {
+      return std::unexpected(node.MakeError("expected a map, got " + node.DescribeKind()));
+    }
+  }
   if (auto log = root.Find("log")) {
     ANXIN_TRY(log->CheckKeys({"level", "format"}));
     ANXIN_TRY(ReadString(*log, "level", config, SetLogLevel));
@@ -106,11 +128,34 @@ Result<GlobalConfig> FromNode(const ConfigNode& root) {
     ANXIN_TRY(device->CheckKeys({"backend", "scenario"}));
     ANXIN_TRY(ReadString(*device, "backend", config, SetDeviceBackend));
     ANXIN_TRY(ReadString(*device, "scenario", config, SetScenario));
+    // A relative path in a file means "next to this file", so that
+    // /etc/anxin/anxin.yaml can say `scenario: node8.yaml` wherever anxin runs.
+    std::string& scenario = config.device.scenario;
+    size_t slash = config.source.rfind('/');
+    if (!scenario.empty() && scenario.front() != '/' && slash != std::string::npos) {
+      scenario = config.source.substr(0, slash + 1) + scenario;
+    }
   }
   return config;
 }
 
 }  // namespace
+
+const std::vector<std::string_view>& GlobalConfigSections() {
+  // log and device are read here; the rest are the modules of architecture.md
+  // that read settings from the shared file.
+  static const auto* sections = new std::vector<std::string_view>{
+      "log",    "device", "compare", "monitor", "agent", "notify", "recover",
+      "doctor", "mem",    "comm",    "netsim",  "serve", "run"};
+  return *sections;
+}
+
+std::optional<ConfigNode> FindSection(const GlobalConfig& config, std::string_view name) {
+  if (!config.root) return std::nullopt;
+  std::optional<ConfigNode> section = config.root->Find(name);
+  if (!section || section->IsNull()) return std::nullopt;
+  return section;
+}
 
 Result<GlobalConfig> ParseGlobalConfig(std::string_view yaml, const std::string& source_name) {
   ANXIN_ASSIGN_OR_RETURN(ConfigNode root, ConfigNode::Parse(yaml, source_name));
@@ -139,6 +184,28 @@ const std::vector<EnvironmentOverride>& EnvironmentOverrides() {
       {"ANXIN_SCENARIO", "device.scenario"},
   };
   return *overrides;
+}
+
+std::vector<GlobalConfigEntry> DescribeGlobalConfig(const GlobalConfig& config) {
+  std::vector<GlobalConfigEntry> out = {
+      {"log.level", config.log.level, "", "ANXIN_LOG_LEVEL"},
+      {"log.format", config.log.format, "", "ANXIN_LOG_FORMAT"},
+      {"device.backend", config.device.backend, "", "ANXIN_DEVICE_BACKEND"},
+      {"device.scenario", config.device.scenario, "", "ANXIN_SCENARIO"},
+  };
+  for (auto& e : out) {
+    auto it = config.origins.find(e.key);
+    if (it == config.origins.end()) {
+      e.origin = "default";
+    } else if (it->second.starts_with("environment variable ")) {
+      // "environment variable ANXIN_X=v" -> "ANXIN_X"
+      std::string rest = it->second.substr(21);
+      e.origin = rest.substr(0, rest.find('='));
+    } else {
+      e.origin = ShortOrigin(it->second);
+    }
+  }
+  return out;
 }
 
 Status ApplyEnvironment(GlobalConfig& config, const EnvironmentLookup& env) {

@@ -7,7 +7,7 @@
 //   ANXIN_TRY(ApplyEnvironment(config, SystemEnvironment()));
 //   if (flag_given) ANXIN_TRY(SetLogLevel(config, flag_value, "--log-level"));
 //
-// Example file:
+// Example file (other modules read their own sections of it, e.g. compare:):
 //   log:
 //     level: debug        # trace, debug, info, warn, error, off
 //     format: json        # text or json
@@ -20,11 +20,13 @@
 #define ANXIN_BASE_GLOBAL_CONFIG_H_
 
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "anxin/base/config.h"
 #include "anxin/base/error.h"
 
 namespace anxin {
@@ -36,13 +38,43 @@ struct GlobalConfig {
   };
   struct Device {
     std::string backend = "sim";  // a device backend name: sim, nvml, ascend
-    std::string scenario;         // sim scenario file; "" = the backend's built-in default
+    // sim scenario file; "" = the backend's built-in default. A relative path
+    // read from a file is made relative to that file's directory.
+    std::string scenario;
   };
   Log log;
   Device device;
   // The file it was read from; "" when only defaults and overrides apply.
   std::string source;
+  // The whole file, for the sections other modules own (`compare:`, ...);
+  // unset when no file was read. See Section().
+  std::optional<ConfigNode> root;
+  // Where each key's value came from, by key ("log.level"): "file:2:10",
+  // "environment variable ANXIN_LOG_LEVEL=warn", "--log-level". Keys still at
+  // their default are absent.
+  std::map<std::string, std::string> origins;
 };
+
+// The top-level sections a configuration file may have: "log" and "device"
+// are read here; the others belong to the modules of the same name, which
+// validate them when they read them (FindSection). A key not in this list is
+// an error ("unknown key 'compar' (known: log, device, compare, ...)"); a
+// module that starts reading a new section adds its name in global_config.cc.
+const std::vector<std::string_view>& GlobalConfigSections();
+
+// The named module section of the file, with positions for error messages;
+// nullopt when there is no file or no such section.
+std::optional<ConfigNode> FindSection(const GlobalConfig& config, std::string_view name);
+
+// One key of the effective configuration, for `anxin config`.
+struct GlobalConfigEntry {
+  std::string key;          // "log.level"
+  std::string value;        // "debug"
+  std::string origin;       // "default", "g.yaml:2:10", "--log-level", ...
+  std::string environment;  // the variable that overrides it: "ANXIN_LOG_LEVEL"
+};
+// Every key, in documentation order.
+std::vector<GlobalConfigEntry> DescribeGlobalConfig(const GlobalConfig& config);
 
 // Reads and validates the file; an empty path gives the defaults. Missing file
 // -> kNotFound; bad contents -> kInvalidArgument "file:line:col: key: problem".

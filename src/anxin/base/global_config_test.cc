@@ -45,6 +45,18 @@ TEST(GlobalConfigTest, ReadsEveryKey) {
   EXPECT_EQ(config->source, "g.yaml");
 }
 
+TEST(GlobalConfigTest, ScenarioPathIsRelativeToTheFile) {
+  auto config = ParseGlobalConfig("device:\n  scenario: node8.yaml\n", "/etc/anxin/anxin.yaml");
+  ASSERT_THAT(config, IsOk());
+  EXPECT_EQ(config->device.scenario, "/etc/anxin/node8.yaml");
+  config = ParseGlobalConfig("device:\n  scenario: /srv/s.yaml\n", "/etc/anxin/anxin.yaml");
+  ASSERT_THAT(config, IsOk());
+  EXPECT_EQ(config->device.scenario, "/srv/s.yaml");
+  config = ParseGlobalConfig("device:\n  scenario: s.yaml\n", "anxin.yaml");
+  ASSERT_THAT(config, IsOk());
+  EXPECT_EQ(config->device.scenario, "s.yaml");
+}
+
 TEST(GlobalConfigTest, PartialFileKeepsDefaults) {
   auto config = ParseGlobalConfig("log:\n  format: json\ndevice:\n", "g.yaml");
   ASSERT_THAT(config, IsOk());
@@ -63,7 +75,8 @@ TEST(GlobalConfigTest, FileErrorsNamePositionAndKey) {
                       "g.yaml:2:3: log: unknown key 'levle' (known: level, format)"));
   EXPECT_THAT(ParseGlobalConfig("devices: {}\n", "g.yaml"),
               HasCode(ErrorCode::kInvalidArgument,
-                      "g.yaml:1:1: unknown key 'devices' (known: log, device)"));
+                      "g.yaml:1:1: unknown key 'devices' (known: log, device, compare, monitor, "
+                      "agent, notify, recover, doctor, mem, comm, netsim, serve, run)"));
   EXPECT_THAT(ParseGlobalConfig("device:\n  backend: [sim]\n", "g.yaml"),
               HasCode(ErrorCode::kInvalidArgument,
                       "g.yaml:2:12: device.backend: expected a string, got a list"));
@@ -129,6 +142,48 @@ TEST(GlobalConfigTest, EveryOverrideIsListed) {
   EXPECT_THAT(ApplyEnvironment(config, FakeEnvironment(all)),
               HasCode(ErrorCode::kInvalidArgument, HasSubstr("ANXIN_LOG_LEVEL")));
   EXPECT_EQ(EnvironmentOverrides().size(), 4u);
+}
+
+TEST(GlobalConfigTest, DescribeSaysWhereEachValueCameFrom) {
+  auto config = ParseGlobalConfig("log:\n  format: json\n  level: debug\n", "g.yaml");
+  ASSERT_THAT(config, IsOk());
+  ASSERT_THAT(ApplyEnvironment(*config, FakeEnvironment({{"ANXIN_DEVICE_BACKEND", "ascend"}})),
+              IsOk());
+  ASSERT_THAT(SetLogLevel(*config, "warn", "--log-level"), IsOk());
+  auto entries = DescribeGlobalConfig(*config);
+  ASSERT_EQ(entries.size(), 4u);
+  EXPECT_EQ(entries[0].key, "log.level");
+  EXPECT_EQ(entries[0].value, "warn");
+  EXPECT_EQ(entries[0].origin, "--log-level");
+  EXPECT_EQ(entries[0].environment, "ANXIN_LOG_LEVEL");
+  EXPECT_EQ(entries[1].value, "json");
+  EXPECT_EQ(entries[1].origin, "g.yaml:2:11");
+  EXPECT_EQ(entries[2].value, "ascend");
+  EXPECT_EQ(entries[2].origin, "ANXIN_DEVICE_BACKEND");
+  EXPECT_EQ(entries[3].key, "device.scenario");
+  EXPECT_EQ(entries[3].origin, "default");
+}
+
+TEST(GlobalConfigTest, ModuleSectionsAreKeptForTheirModules) {
+  auto config = ParseGlobalConfig(
+      "log:\n  level: warn\n"
+      "compare:\n  default:\n    rtol: 0.01\n",
+      "g.yaml");
+  ASSERT_THAT(config, IsOk());
+  auto section = FindSection(*config, "compare");
+  ASSERT_TRUE(section.has_value());
+  EXPECT_EQ(section->path(), "compare");
+  EXPECT_EQ(section->line(), 4);
+  auto rtol = section->Child("default")->Get<double>("rtol");
+  ASSERT_THAT(rtol, IsOk());
+  EXPECT_DOUBLE_EQ(*rtol, 0.01);
+  EXPECT_FALSE(FindSection(*config, "monitor").has_value());
+  EXPECT_FALSE(FindSection(GlobalConfig{}, "compare").has_value());
+  EXPECT_THAT(
+      ParseGlobalConfig("compare: 3\n", "g.yaml"),
+      HasCode(ErrorCode::kInvalidArgument, "g.yaml:1:10: compare: expected a map, got '3'"));
+  EXPECT_THAT(ParseGlobalConfig("- log\n", "g.yaml"),
+              HasCode(ErrorCode::kInvalidArgument, HasSubstr("expected a map of sections")));
 }
 
 }  // namespace
