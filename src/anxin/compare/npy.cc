@@ -123,6 +123,11 @@ struct DescrResult {
 
 Result<DescrResult> ParseDescr(const std::string& descr, const std::string& label,
                                const NpyOptions& options) {
+  if (descr.size() >= 2 && descr[1] == 'O')
+    return InvalidArgument(fmt::format(
+        "{}: dtype '{}' holds Python objects, which cannot be read safely: save a numeric array "
+        "instead",
+        label, descr));
   if (descr.size() < 3) return InvalidArgument(label + ": unsupported dtype '" + descr + "'");
   char order = descr[0];
   char kind = descr[1];

@@ -6,18 +6,17 @@
 #ifndef ANXIN_COMPARE_TESTING_UTIL_H_
 #define ANXIN_COMPARE_TESTING_UTIL_H_
 
-#include <spawn.h>
 #include <stdlib.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
+#include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
 
-extern char** environ;
+#include "anxin/base/subprocess.h"
 
 namespace anxin::compare::testing {
 
@@ -43,17 +42,18 @@ inline std::string FixturePath(const std::string& name) {
   return std::string(ANXIN_SOURCE_DIR) + "/tests/fixtures/compare/" + name;
 }
 
-// Runs argv[0] with argv (no shell) and returns its exit status (-1 if it did
-// not exit normally).
+// Runs argv (no shell) with a deadline and returns its exit status (-1 if it
+// could not start or did not exit normally); its stderr is echoed on failure.
 inline int RunArgv(const std::vector<std::string>& args) {
-  std::vector<char*> argv;
-  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  pid_t pid;
-  if (::posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), environ) != 0) return -1;
-  int status = 0;
-  if (::waitpid(pid, &status, 0) != pid) return -1;
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  auto r = ::anxin::RunCommand(args, {.timeout = std::chrono::seconds(120)});
+  if (!r) {
+    std::fprintf(stderr, "%s\n", r.error().ToString().c_str());
+    return -1;
+  }
+  if (!r->ok())
+    std::fprintf(stderr, "%s: %s\n%s", args[0].c_str(), r->Describe().c_str(),
+                 r->stderr_text.c_str());
+  return r->exit_code;
 }
 
 // /usr/bin/python3 (Debian's, with NumPy) running args.

@@ -1,0 +1,163 @@
+// Every reader on files written by NumPy (tests/fixtures/compare/reader_cases.py),
+// and truncated or corrupt files giving errors that name the file and offset.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "anxin/base/testing.h"
+#include "anxin/compare/dump.h"
+#include "anxin/compare/npy.h"
+#include "anxin/compare/npz.h"
+#include "anxin/compare/safetensors.h"
+#include "anxin/compare/testing_util.h"
+
+namespace anxin::compare {
+namespace {
+
+using ::anxin::testing::HasCode;
+using ::anxin::testing::IsOk;
+using nlohmann::json;
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+
+class Readers : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new testing::ScratchDir();
+    ASSERT_EQ(testing::RunPython({testing::FixturePath("reader_cases.py"), dir_->path()}), 0);
+    expected_ = new json(json::parse(testing::ReadAll(*dir_ / "expected.json")));
+  }
+  static void TearDownTestSuite() {
+    delete expected_;
+    delete dir_;
+  }
+  static void WriteBytes(const std::string& path, const std::string& bytes) {
+    std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+  }
+  static testing::ScratchDir* dir_;
+  static json* expected_;
+};
+testing::ScratchDir* Readers::dir_ = nullptr;
+json* Readers::expected_ = nullptr;
+
+TEST_F(Readers, ReadEveryFileNumpyWrote) {
+  ASSERT_GE(expected_->size(), 30u);
+  for (auto it = expected_->begin(); it != expected_->end(); ++it) {
+    SCOPED_TRACE(it.key());
+    auto dump = LoadDump(*dir_ / it.key(), {});
+    ASSERT_THAT(dump, IsOk());
+    const json& want = it.value();
+    ASSERT_EQ(dump->tensors.size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i) {
+      const Tensor& t = dump->tensors[i];
+      SCOPED_TRACE(t.name);
+      EXPECT_EQ(t.name, want[i]["name"].get<std::string>());
+      ASSERT_TRUE(t.dtype.has_value());
+      EXPECT_EQ(DTypeName(*t.dtype), want[i]["dtype"].get<std::string>());
+      EXPECT_EQ(t.shape, want[i]["shape"].get<std::vector<int64_t>>());
+      ASSERT_TRUE(t.HasData());
+      std::vector<double> got(t.NumElements());
+      if (!got.empty()) t.ReadDoubles(0, got.size(), got.data());
+      const json& vals = want[i]["values"];
+      ASSERT_EQ(got.size(), vals.size());
+      for (size_t k = 0; k < got.size(); ++k) {
+        if (vals[k].is_string()) {
+          std::string s = vals[k].get<std::string>();
+          if (s == "nan")
+            EXPECT_TRUE(std::isnan(got[k])) << k;
+          else
+            EXPECT_EQ(got[k], s == "inf" ? HUGE_VAL : -HUGE_VAL) << k;
+        } else {
+          EXPECT_EQ(got[k], vals[k].get<double>()) << k;
+        }
+      }
+    }
+  }
+}
+
+TEST_F(Readers, RawTwoByteVoidNeedsToBeNamed) {
+  std::string path = *dir_ / "raw_v2.npy";
+  EXPECT_THAT(ReadNpyFile(path, {}),
+              HasCode(ErrorCode::kInvalidArgument, AllOf(HasSubstr(path), HasSubstr("--void-as"))));
+  auto t = ReadNpyFile(path, {.void_as = DType::kBFloat16});
+  ASSERT_THAT(t, IsOk());
+  double v;
+  t->ReadDoubles(0, 1, &v);
+  EXPECT_EQ(v, 1.0);
+}
+
+TEST_F(Readers, ObjectArraysAndPickleFilesAreRejected) {
+  EXPECT_THAT(ReadNpyFile(*dir_ / "object.npy", {}),
+              HasCode(ErrorCode::kInvalidArgument, HasSubstr("Python objects")));
+  WriteBytes(*dir_ / "t.pt", "PK\x03\x04");
+  EXPECT_THAT(LoadDump(*dir_ / "t.pt", {}),
+              HasCode(ErrorCode::kInvalidArgument, HasSubstr("torch.load")));
+}
+
+TEST_F(Readers, TruncatedFilesNameTheFileAndTheOffset) {
+  for (const char* name : {"float32_le.npy", "version2.npy", "stored.npz", "deflated.npz",
+                           "zip64.npz", "model.safetensors"}) {
+    std::string bytes = testing::ReadAll(*dir_ / name);
+    std::string cut = *dir_ / (std::string("cut_") + name);
+    for (size_t len = 0; len < bytes.size(); len += std::max<size_t>(1, bytes.size() / 60)) {
+      SCOPED_TRACE(std::string(name) + " cut at " + std::to_string(len));
+      WriteBytes(cut, bytes.substr(0, len));
+      auto d = LoadDump(cut, {});
+      ASSERT_FALSE(d.has_value());
+      EXPECT_THAT(d.error().Describe(), AllOf(HasSubstr(cut), HasSubstr("offset")));
+      EXPECT_EQ(d.error().code(), ErrorCode::kDataLoss) << d.error().Describe();
+    }
+  }
+}
+
+TEST_F(Readers, CorruptBytesAreErrorsNotCrashes) {
+  std::string bytes = testing::ReadAll(*dir_ / "deflated.npz");
+  std::string bad = *dir_ / "bad.npz";
+  // Flip bytes inside the first member's deflate stream.
+  std::string b = bytes;
+  for (size_t i = 60; i < 120; ++i) b[i] = static_cast<char>(b[i] ^ 0x5a);
+  WriteBytes(bad, b);
+  auto d = LoadDump(bad, {});
+  ASSERT_FALSE(d.has_value());
+  EXPECT_THAT(d.error().Describe(), AllOf(HasSubstr(bad), HasSubstr("offset")));
+
+  std::string npy = testing::ReadAll(*dir_ / "float32_le.npy");
+  npy[0] = 'X';
+  WriteBytes(*dir_ / "bad.npy", npy);
+  EXPECT_THAT(LoadDump(*dir_ / "bad.npy", {}),
+              HasCode(ErrorCode::kDataLoss, HasSubstr("offset 0: not a .npy file")));
+  npy = testing::ReadAll(*dir_ / "float32_le.npy");
+  npy.replace(npy.find("shape"), 5, "shope");
+  WriteBytes(*dir_ / "bad.npy", npy);
+  EXPECT_THAT(LoadDump(*dir_ / "bad.npy", {}),
+              HasCode(ErrorCode::kDataLoss, HasSubstr("unexpected key 'shope'")));
+
+  std::string st = testing::ReadAll(*dir_ / "model.safetensors");
+  st.replace(st.find("\"F32\""), 5, "\"C64\"");
+  WriteBytes(*dir_ / "bad.safetensors", st);
+  EXPECT_THAT(LoadDump(*dir_ / "bad.safetensors", {}),
+              HasCode(ErrorCode::kInvalidArgument, HasSubstr("dtype C64 is not supported")));
+}
+
+TEST_F(Readers, PlainDirectoryListsTensorsInPathOrder) {
+  testing::ScratchDir d;
+  std::filesystem::create_directories(d / "layer1");
+  std::filesystem::copy_file(*dir_ / "float32_le.npy", d / "layer1/out.npy");
+  std::filesystem::copy_file(*dir_ / "stored.npz", d / "a.npz");
+  std::filesystem::copy_file(*dir_ / "model.safetensors", d / "m.safetensors");
+  auto dump = LoadDump(d.path(), {});
+  ASSERT_THAT(dump, IsOk());
+  ASSERT_GE(dump->tensors.size(), 4u);
+  EXPECT_EQ(dump->tensors[0].name, "a/a");
+  EXPECT_EQ(dump->tensors[1].name, "a/b");
+  EXPECT_EQ(dump->tensors[2].name, "layer1/out");
+  EXPECT_EQ(dump->tensors[3].name, "m/w.f32");
+  EXPECT_THAT(LoadDump(d / "missing", {}), HasCode(ErrorCode::kNotFound));
+}
+
+}  // namespace
+}  // namespace anxin::compare
