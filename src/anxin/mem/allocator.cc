@@ -391,7 +391,7 @@ Result<uint64_t> Allocator::Allocate(uint64_t size, uint64_t stream) {
   Block* b = FindFree(p, rs);
   if (!s.vm) {
     // Plain provider: segments.
-    uint64_t seg = small ? 2 * kMiB : RoundUp(rs, s.chunk);
+    uint64_t seg = RoundUp(small ? std::max(rs, 2 * kMiB) : rs, s.chunk);
     seg = RoundUp(seg, pv.Granularity());
     if (!b && (free_memory_over_threshold() || s.st.reserved_bytes + seg > s.pool_limit)) {
       FlushQuick(s);
