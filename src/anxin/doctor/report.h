@@ -1,0 +1,43 @@
+// Running the selected checks over a host's facts, and printing the result as
+// a table or JSON (the JSON is also what `--hosts` reads back from each host).
+//
+//   HostFacts facts = CollectFacts(options, *tools);
+//   ANXIN_ASSIGN_OR_RETURN(auto checks, BuiltinChecks().Select("irq,qos"));
+//   Report report = RunChecks(facts, checks);
+//   std::cout << RenderTable(report);
+//   int exit = report.Worst() == Severity::kFail ? 1 : 0;
+#ifndef ANXIN_DOCTOR_REPORT_H_
+#define ANXIN_DOCTOR_REPORT_H_
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "anxin/base/error.h"
+#include "anxin/doctor/facts.h"
+#include "anxin/doctor/finding.h"
+#include "anxin/doctor/registry.h"
+
+namespace anxin::doctor {
+
+struct Report {
+  std::string host;  // host name (or the --hosts entry)
+  std::string root;  // "/" or the captured tree
+  std::vector<Finding> findings;
+  Severity Worst() const;
+  size_t Count(Severity s) const;
+};
+
+Report RunChecks(const HostFacts& facts, const std::vector<const Check*>& checks);
+
+// Columns: CHECK, STATUS, SUMMARY; then, for every finding that is not ok,
+// its evidence, why it matters and the fix. verbose adds evidence of ok checks.
+std::string RenderTable(const Report& report, bool verbose = false);
+
+nlohmann::json ToJson(const Report& report);
+// Reads back what ToJson wrote (another anxin's --json output).
+[[nodiscard]] Result<Report> ReportFromJson(const nlohmann::json& j);
+
+}  // namespace anxin::doctor
+
+#endif  // ANXIN_DOCTOR_REPORT_H_
