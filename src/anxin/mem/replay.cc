@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <unordered_map>
 
+#include "anxin/mem/alloc_config.h"
 #include "anxin/mem/context.h"
 #include "anxin/mem/torch_model.h"
 
@@ -157,7 +158,16 @@ Result<PolicyResult> ReplayAnxin(const Trace& t, const ReplayOptions& o, uint64_
     // No device size given: the pool is whatever the trace needs.
     opt.pool_bytes = sim.capacity;
   }
-  ANXIN_ASSIGN_OR_RETURN(auto a, Allocator::Create(MakeSimProvider(sim), opt));
+  std::unique_ptr<Provider> provider;
+  if (o.provider == "sim") {
+    provider = MakeSimProvider(sim);
+  } else {
+    AllocConf conf;
+    conf.provider = o.provider;
+    ANXIN_ASSIGN_OR_RETURN(provider, MakeProvider(conf, o.device));
+    opt.pool_bytes = o.anxin.pool_bytes;  // the real device: its own pool_size
+  }
+  ANXIN_ASSIGN_OR_RETURN(auto a, Allocator::Create(std::move(provider), opt));
   std::unordered_map<uint64_t, uint64_t> where;
   uint64_t live = 0;
   auto at_peak = [&](const AllocatorStats& s) {

@@ -31,6 +31,10 @@ struct ReplayOptions {
   // Device bytes for OOM counting; 0 = as much as the trace needs.
   uint64_t capacity = 0;
   AllocatorOptions anxin;
+  // Where anxin's policy gets its memory: "sim" (addresses only, any size on
+  // any machine) or a real device, "cuda" or "acl" (docs/mem.md, cuda-check).
+  std::string provider = "sim";
+  int device = 0;
   bool run_model = true;
   bool run_anxin = true;
   // Samples kept per policy for plots (each the maximum of its stretch).

@@ -1,0 +1,162 @@
+#include "anxin/mem/report.h"
+
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <fstream>
+
+namespace anxin::mem {
+
+std::string HumanBytes(uint64_t b) {
+  double v = static_cast<double>(b);
+  if (v >= 1024.0 * 1024 * 1024) return fmt::format("{:.2f} GiB", v / (1024.0 * 1024 * 1024));
+  if (v >= 1024.0 * 1024) return fmt::format("{:.1f} MiB", v / (1024.0 * 1024));
+  if (v >= 1024.0) return fmt::format("{:.1f} KiB", v / 1024.0);
+  return fmt::format("{} B", b);
+}
+
+std::string ReplayText(const ReplayResult& r) {
+  std::string out = fmt::format(
+      "trace {}: {} events ({} allocs, {} frees); at start {} live in {} blocks, {} reserved\n"
+      "peak allocated {}\n\n",
+      r.source, r.events, r.allocs, r.frees, HumanBytes(r.initial_live), r.initial_blocks,
+      HumanBytes(r.initial_reserved), HumanBytes(r.peak_live));
+  out += fmt::format("{:<15} {:>12} {:>8} {:>9} {:>9} {:>9} {:>9} {:>6} {:>8}\n", "policy",
+                     "peak reserv.", "frag", "inact.spl", "free-gap", "rounding", "dev.alloc",
+                     "ooms", "remaps");
+  for (const auto& p : r.policies) {
+    out +=
+        fmt::format("{:<15} {:>12} {:>7.2f}% {:>8.2f}% {:>8.2f}% {:>8.2f}% {:>9} {:>6} {:>8}\n",
+                    p.name, HumanBytes(p.peak_reserved), 100 * p.fragmentation,
+                    100 * p.inactive_split, 100 * p.largest_free_gap, 100 * p.rounding_waste,
+                    p.device_allocs, p.ooms, p.name == "anxin" ? fmt::format("{}", p.unmaps) : "-");
+  }
+  const PolicyResult* actual = r.Find("pytorch-actual");
+  const PolicyResult* model = r.Find("pytorch-model");
+  const PolicyResult* anxin = r.Find("anxin");
+  if (actual && model) {
+    out += fmt::format("\nmodel vs recorded PyTorch: segments {} vs {}, peak reserved {:+.2f}%\n",
+                       model->device_allocs, r.trace_segment_allocs,
+                       100.0 * (static_cast<double>(model->peak_reserved) /
+                                    static_cast<double>(actual->peak_reserved) -
+                                1));
+  }
+  if (actual && anxin) {
+    out += fmt::format("anxin vs recorded PyTorch: peak reserved {:+.2f}% ({} less)\n",
+                       100.0 * (static_cast<double>(anxin->peak_reserved) /
+                                    static_cast<double>(actual->peak_reserved) -
+                                1),
+                       HumanBytes(actual->peak_reserved > anxin->peak_reserved
+                                      ? actual->peak_reserved - anxin->peak_reserved
+                                      : 0));
+  }
+  return out;
+}
+
+nlohmann::json ReplayJson(const ReplayResult& r) {
+  nlohmann::json j{{"source", r.source},
+                   {"events", r.events},
+                   {"allocs", r.allocs},
+                   {"frees", r.frees},
+                   {"trace_segment_allocs", r.trace_segment_allocs},
+                   {"trace_segment_frees", r.trace_segment_frees},
+                   {"initial_live_bytes", r.initial_live},
+                   {"initial_live_blocks", r.initial_blocks},
+                   {"initial_reserved_bytes", r.initial_reserved},
+                   {"peak_allocated_bytes", r.peak_live}};
+  j["policies"] = nlohmann::json::array();
+  for (const auto& p : r.policies) {
+    j["policies"].push_back({{"name", p.name},
+                             {"peak_reserved_bytes", p.peak_reserved},
+                             {"peak_block_bytes", p.peak_allocated},
+                             {"fragmentation", p.fragmentation},
+                             {"inactive_split", p.inactive_split},
+                             {"largest_free_gap", p.largest_free_gap},
+                             {"rounding_waste", p.rounding_waste},
+                             {"device_allocs", p.device_allocs},
+                             {"device_frees", p.device_frees},
+                             {"ooms", p.ooms},
+                             {"maps", p.maps},
+                             {"unmaps", p.unmaps},
+                             {"retries", p.retries},
+                             {"final_reserved_bytes", p.final_reserved}});
+  }
+  return j;
+}
+
+std::string PlanText(const Plan& p) {
+  std::string out = fmt::format(
+      "model: {:.2f}B parameters ({:.1f}% embedding); synthetic trace of {} events\n"
+      "peak allocated {}; PyTorch model reserves {}, anxin {}\n\n",
+      static_cast<double>(p.parameters) / 1e9,
+      100.0 * static_cast<double>(p.embedding_parameters) / static_cast<double>(p.parameters),
+      p.events, HumanBytes(p.peak_live), HumanBytes(p.pytorch_peak_reserved),
+      HumanBytes(p.anxin_peak_reserved));
+  out += "block_size  threshold  peak reserved  remaps\n";
+  for (const auto& c : p.candidates) {
+    out += fmt::format("{:>10}  {:>9.2f}  {:>13}  {:>6}{}\n", HumanBytes(c.block_size), c.threshold,
+                       HumanBytes(c.peak_reserved), c.remaps,
+                       c.block_size == p.block_size && c.threshold == p.threshold ? "  <-" : "");
+  }
+  out += "\nembedding shard  PyTorch reserved  anxin reserved\n";
+  for (const auto& t : p.shard_trials) {
+    out += fmt::format("{:>15}  {:>16}  {:>14}{}\n", t.shard ? HumanBytes(t.shard) : "unsharded",
+                       HumanBytes(t.pytorch_peak_reserved), HumanBytes(t.anxin_peak_reserved),
+                       t.shard == p.embedding_shard ? "  <-" : "");
+  }
+  std::string pool =
+      p.device_memory ? fmt::format("{:.2f}", p.pool_fraction) : HumanBytes(p.pool_bytes);
+  out += fmt::format(
+      "\nrecommended: ANXIN_ALLOC_CONF=pool_size:{},block_size:{}MiB,expand:true,"
+      "fragment_threshold:{}\n",
+      pool, p.block_size >> 20, p.threshold);
+  out += fmt::format("embedding shards: {}\n",
+                     p.embedding_shard ? HumanBytes(p.embedding_shard) : "keep one tensor");
+  if (!p.fits) {
+    out += fmt::format(
+        "DOES NOT FIT: needs {} of {} device memory; enable recompute, raise the ZeRO stage or "
+        "lower the micro-batch\n",
+        HumanBytes(p.pool_bytes), HumanBytes(p.device_memory));
+  }
+  return out;
+}
+
+nlohmann::json PlanJson(const Plan& p) {
+  nlohmann::json j{{"parameters", p.parameters},
+                   {"embedding_parameters", p.embedding_parameters},
+                   {"events", p.events},
+                   {"peak_allocated_bytes", p.peak_live},
+                   {"pytorch_peak_reserved_bytes", p.pytorch_peak_reserved},
+                   {"anxin_peak_reserved_bytes", p.anxin_peak_reserved},
+                   {"device_memory_bytes", p.device_memory},
+                   {"fits", p.fits},
+                   {"recommended",
+                    {{"pool_bytes", p.pool_bytes},
+                     {"pool_fraction", p.pool_fraction},
+                     {"block_size", p.block_size},
+                     {"fragment_threshold", p.threshold},
+                     {"embedding_shard_bytes", p.embedding_shard}}}};
+  for (const auto& c : p.candidates) {
+    j["candidates"].push_back({{"block_size", c.block_size},
+                               {"fragment_threshold", c.threshold},
+                               {"peak_reserved_bytes", c.peak_reserved},
+                               {"remaps", c.remaps}});
+  }
+  for (const auto& t : p.shard_trials) {
+    j["embedding_shard_trials"].push_back({{"shard_bytes", t.shard},
+                                           {"pytorch_peak_reserved_bytes", t.pytorch_peak_reserved},
+                                           {"anxin_peak_reserved_bytes", t.anxin_peak_reserved}});
+  }
+  return j;
+}
+
+Status WriteTextFile(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  if (!out) return std::unexpected(ErrnoError(errno, "create " + path));
+  out << text;
+  out.close();
+  if (!out) return std::unexpected(ErrnoError(errno, "write " + path));
+  return Ok();
+}
+
+}  // namespace anxin::mem
