@@ -36,10 +36,11 @@ std::vector<std::string> Split(const std::string& s) {
 std::string FuzzyKey(const std::string& name) {
   std::vector<std::string> parts = Split(name);
   for (size_t i = 0; i < parts.size(); ++i) {
-    if (parts[i] != "forward" && parts[i] != "backward") continue;
+    if (parts[i] != "forward" && parts[i] != "backward" && parts[i] != "parameters_grad") continue;
     // Module.<path>.<Class>.forward.<index>: the index follows; APIs
     // (Functional.conv2d.<index>.forward) put it before.
-    if (parts[0] == "Module" && i + 1 < parts.size() && IsNumber(parts[i + 1])) {
+    if ((parts[0] == "Module" || parts[i] == "parameters_grad") && i + 1 < parts.size() &&
+        IsNumber(parts[i + 1])) {
       parts.erase(parts.begin() + static_cast<std::ptrdiff_t>(i) + 1);
     } else if (parts[0] != "Module" && i > 0 && IsNumber(parts[i - 1])) {
       parts.erase(parts.begin() + static_cast<std::ptrdiff_t>(i) - 1);

@@ -7,7 +7,8 @@
 //
 // Exact mode pairs equal names. Fuzzy mode drops the call index
 // ("Functional.conv2d.3.forward.input.0" -> "Functional.conv2d.forward.input.0",
-// "Module.layer1.Conv2d.forward.2.output.0" -> "Module.layer1.Conv2d.forward.output.0")
+// "Module.layer1.Conv2d.forward.2.output.0" -> "Module.layer1.Conv2d.forward.output.0",
+// "Module.fc.Linear.parameters_grad.1.weight" -> "Module.fc.Linear.parameters_grad.weight")
 // and pairs the k-th occurrence on one side with the k-th on the other. A
 // rename file maps layer names on the output side to the reference's names:
 //

@@ -102,7 +102,7 @@ Result<ThresholdRules> ThresholdRules::ParseYaml(std::string_view text, const st
 
   for (auto it = root.begin(); it != root.end(); ++it) {
     std::string key = it->first.as<std::string>();
-    const YAML::Node& v = it->second;
+    YAML::Node v = it->second;  // a copy: iterator values are proxies
     if (key == "default") {
       ANXIN_ASSIGN_OR_RETURN(rules.default_, parse_override(v, "default", false));
     } else if (key == "statistics") {

@@ -1,0 +1,268 @@
+// Matching, thresholds, verdicts, msprobe dumps end to end, and the reports.
+#include "anxin/compare/compare.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "anxin/base/testing.h"
+#include "anxin/compare/report.h"
+#include "anxin/compare/testing_util.h"
+
+namespace anxin::compare {
+namespace {
+
+using ::anxin::testing::HasCode;
+using ::anxin::testing::IsOk;
+using ::testing::Contains;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+Tensor Named(std::string name) {
+  Tensor t;
+  t.name = std::move(name);
+  return t;
+}
+
+TEST(Matcher, FuzzyKeyDropsTheCallIndex) {
+  EXPECT_EQ(FuzzyKey("Functional.conv2d.3.forward.input.0"), "Functional.conv2d.forward.input.0");
+  EXPECT_EQ(FuzzyKey("Module.layer1.0.conv1.Conv2d.forward.2.output.0"),
+            "Module.layer1.0.conv1.Conv2d.forward.output.0");
+  EXPECT_EQ(FuzzyKey("Tensor.add_.12.backward.input.1"), "Tensor.add_.backward.input.1");
+  EXPECT_EQ(FuzzyKey("Module.fc.Linear.parameters_grad.1.weight"),
+            "Module.fc.Linear.parameters_grad.weight");
+  EXPECT_EQ(FuzzyKey("plain_name"), "plain_name");
+}
+
+TEST(Matcher, ExactFuzzyAndRenamed) {
+  std::vector<Tensor> out = {Named("Functional.relu.5.forward.output.0"),
+                             Named("Functional.relu.6.forward.output.0"),
+                             Named("Module.head.Linear.forward.0.output.0"), Named("only_out")};
+  std::vector<Tensor> ref = {Named("Functional.relu.0.forward.output.0"),
+                             Named("Functional.relu.1.forward.output.0"),
+                             Named("Module.fc2.Linear.forward.0.output.0"), Named("only_ref")};
+  MatchResult exact = MatchTensors(out, ref, {});
+  EXPECT_TRUE(exact.pairs.empty());
+  EXPECT_EQ(exact.unmatched_out.size(), 4u);
+
+  MatchOptions fuzzy{.fuzzy = true, .renames = {{"Module.head.", "Module.fc2."}}};
+  MatchResult m = MatchTensors(out, ref, fuzzy);
+  using P = std::pair<size_t, size_t>;
+  EXPECT_THAT(m.pairs, ElementsAre(P{0, 0}, P{1, 1}, P{2, 2}));
+  EXPECT_THAT(m.unmatched_out, ElementsAre(3u));
+  EXPECT_THAT(m.unmatched_ref, ElementsAre(3u));
+}
+
+TEST(Matcher, RenameFileErrorsNameTheLine) {
+  EXPECT_THAT(ParseRenames("a: b\nc: [d]\n", "map.yaml"),
+              HasCode(ErrorCode::kInvalidArgument, HasSubstr("map.yaml:2:1")));
+  auto r = ParseRenames("# comment\nModule.head: Module.fc2\n", "map.yaml");
+  ASSERT_THAT(r, IsOk());
+  EXPECT_EQ(r->at(0).second, "Module.fc2");
+}
+
+TEST(Thresholds, PerDtypeAndPerOpOverridesApplyInOrder) {
+  auto rules = ThresholdRules::ParseYaml(R"(
+default: {pass_cosine: 0.995}
+dtypes:
+  bfloat16: {pass_max_abs_err: 0.01}
+ops:
+  - match: "*softmax*"
+    pass_cosine: 0.999
+statistics: {fail_rel_diff: 0.9}
+)",
+                                         "t.yaml");
+  ASSERT_THAT(rules, IsOk());
+  Thresholds plain = rules->For("Functional.relu.0.forward.output.0", DType::kFloat32);
+  EXPECT_EQ(plain.pass_cosine, 0.995);
+  EXPECT_EQ(plain.pass_max_abs_err, 0.001);
+  EXPECT_EQ(plain.fail_stat_rel_diff, 0.9);
+  Thresholds bf = rules->For("Functional.softmax.0.forward.output.0", DType::kBFloat16);
+  EXPECT_EQ(bf.pass_cosine, 0.999);
+  EXPECT_EQ(bf.pass_max_abs_err, 0.01);
+}
+
+TEST(Thresholds, BadFilesSayWhereAndWhat) {
+  EXPECT_THAT(ThresholdRules::ParseYaml("default:\n  pass_cosin: 0.9\n", "t.yaml"),
+              HasCode(ErrorCode::kInvalidArgument,
+                      HasSubstr("t.yaml:2:3: default: unknown key 'pass_cosin'")));
+  EXPECT_THAT(ThresholdRules::ParseYaml("default: {pass_cosine: high}\n", "t.yaml"),
+              HasCode(ErrorCode::kInvalidArgument, HasSubstr("expected a number, got 'high'")));
+  EXPECT_THAT(ThresholdRules::ParseYaml("dtypes: {float17: {}}\n", "t.yaml"),
+              HasCode(ErrorCode::kInvalidArgument, HasSubstr("unknown dtype 'float17'")));
+  EXPECT_THAT(ThresholdRules::ParseYaml("ops: [{pass_cosine: 1}]\n", "t.yaml"),
+              HasCode(ErrorCode::kInvalidArgument, HasSubstr("needs match")));
+}
+
+TEST(Verdict, DefaultsFollowTheReference) {
+  Thresholds t;
+  Metrics m;
+  m.cosine = 0.995;
+  m.max_abs_err = 0.0005;
+  EXPECT_EQ(Decide(m, t).verdict, Verdict::kPass);
+  m.max_abs_err = 0.002;
+  EXPECT_EQ(Decide(m, t).verdict, Verdict::kWarn);
+  m.cosine = 0.85;
+  auto v = Decide(m, t);
+  EXPECT_EQ(v.verdict, Verdict::kFail);
+  EXPECT_THAT(v.reasons, ElementsAre("cosine 0.85 <= 0.9", "MaxAbsErr 0.002 >= 0.001"));
+  m = Metrics{};
+  m.cosine = 1;
+  m.nan_mismatch = 2;
+  EXPECT_EQ(Decide(m, t).verdict, Verdict::kFail);
+  m.nan_mismatch = 0;
+  m.cosine = NAN;  // one side all zeros: MaxAbsErr decides
+  m.max_abs_err = 1e-9;
+  EXPECT_EQ(Decide(m, t).verdict, Verdict::kPass);
+}
+
+TEST(Statistics, DiffsAreRelativeToTheLargerMagnitude) {
+  StatDiffs d = DiffStats({2, -1, 0, 10}, {1, -1, 0, 8});
+  EXPECT_DOUBLE_EQ(d.max, 0.5);
+  EXPECT_EQ(d.min, 0);
+  EXPECT_EQ(d.mean, 0);
+  EXPECT_DOUBLE_EQ(d.norm, 0.2);
+  Thresholds t;
+  EXPECT_EQ(DecideStats(d, t).verdict, Verdict::kWarn);
+  EXPECT_EQ(DecideStats(DiffStats({3, 0, 0, 1}, {1, 0, 0, 1}), t).verdict, Verdict::kFail);
+  EXPECT_TRUE(std::isinf(DiffStats({NAN, 0, 0, 0}, {1, 0, 0, 0}).max));
+}
+
+// The real statistics dump in ../shared/fixtures/msprobe: step 0 against step 1.
+class MsprobeStatistics : public ::testing::Test {
+ protected:
+  std::string Step(int s) {
+    return std::string(ANXIN_SHARED_DIR) + "/fixtures/msprobe/gpu_dump/step" + std::to_string(s) +
+           "/proc2016";
+  }
+};
+
+TEST_F(MsprobeStatistics, StepZeroAgainstStepOne) {
+  auto s0 = LoadDump(Step(0), {});
+  auto s1 = LoadDump(Step(1), {});
+  ASSERT_THAT(s0, IsOk());
+  ASSERT_THAT(s1, IsOk());
+  EXPECT_EQ(s0->kind, "msprobe");
+  EXPECT_EQ(s0->task, "statistics");
+  ASSERT_GT(s0->tensors.size(), 1000u);
+  EXPECT_EQ(s0->tensors[0].name, "Functional.conv2d.0.forward.input.0");
+  EXPECT_EQ(s0->tensors[1].name, "Functional.conv2d.0.forward.input.1");
+  EXPECT_EQ(s0->tensors[2].name, "Functional.conv2d.0.forward.output.0");  // null, ints skipped
+  EXPECT_FALSE(s0->stacks.empty());
+
+  CompareReport same = CompareDumps(*s0, *s0, {});
+  EXPECT_EQ(same.pairs.size(), s0->tensors.size());
+  EXPECT_EQ(same.pass, same.pairs.size());
+  EXPECT_FALSE(same.first_divergence.has_value());
+
+  // Parameter gradients carry the step as call index: exact names differ...
+  CompareReport exact = CompareDumps(*s1, *s0, {});
+  ASSERT_FALSE(exact.unmatched_out.empty());
+  EXPECT_THAT(exact.unmatched_out[0], HasSubstr(".parameters_grad.1."));
+  EXPECT_EQ(exact.unmatched_out.size(), exact.unmatched_ref.size());
+  // ...and fuzzy mode pairs them.
+  CompareOptions fuzzy;
+  fuzzy.match.fuzzy = true;
+  CompareReport r = CompareDumps(*s1, *s0, fuzzy);
+  EXPECT_EQ(r.pass + r.warn + r.fail, r.pairs.size());
+  EXPECT_TRUE(r.unmatched_out.empty());
+  EXPECT_TRUE(r.unmatched_ref.empty());
+  EXPECT_EQ(r.pairs.size(), s1->tensors.size());
+  for (const PairResult& p : r.pairs) ASSERT_EQ(p.mode, PairMode::kStatistics) << p.name;
+  // The input images are the same batch in both steps...
+  EXPECT_EQ(r.pairs[0].verdict, Verdict::kPass);
+  // ...the weights moved after one optimizer step.
+  EXPECT_GT(r.warn + r.fail, 0u);
+  ASSERT_TRUE(r.first_divergence.has_value());
+  const PairResult& first = r.pairs[*r.first_divergence];
+  for (size_t i = 0; i < *r.first_divergence; ++i)
+    EXPECT_NE(r.pairs[i].verdict, first.verdict) << r.pairs[i].name;
+  EXPECT_FALSE(r.first_divergence_stack.empty()) << first.op;
+  // Check one difference by hand from the two dump.json files.
+  const Tensor& a = s1->tensors[1];
+  const Tensor& b = s0->tensors[1];
+  double want = std::fabs(a.stats->norm - b.stats->norm) /
+                std::fmax(std::fabs(a.stats->norm), std::fabs(b.stats->norm));
+  EXPECT_DOUBLE_EQ(r.pairs[1].stat_diffs->norm, want);
+}
+
+class MsprobeTensors : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new testing::ScratchDir();
+    ASSERT_EQ(testing::RunPython({testing::FixturePath("msprobe_cases.py"), dir_->path()}), 0);
+  }
+  static void TearDownTestSuite() { delete dir_; }
+  static testing::ScratchDir* dir_;
+};
+testing::ScratchDir* MsprobeTensors::dir_ = nullptr;
+
+TEST_F(MsprobeTensors, FindsTheFirstDivergingOpWithItsStack) {
+  auto npu = LoadDump(*dir_ / "npu", {});
+  auto gpu = LoadDump(*dir_ / "gpu", {});
+  ASSERT_THAT(npu, IsOk());
+  ASSERT_THAT(gpu, IsOk());
+  CompareOptions opts;
+  ASSERT_THAT(LoadRenames(*dir_ / "map.yaml"), IsOk());
+  opts.match.renames = *LoadRenames(*dir_ / "map.yaml");
+  CompareReport r = CompareDumps(*npu, *gpu, opts);
+  EXPECT_TRUE(r.unmatched_out.empty());
+  EXPECT_TRUE(r.unmatched_ref.empty());
+  ASSERT_TRUE(r.first_divergence.has_value());
+  const PairResult& p = r.pairs[*r.first_divergence];
+  EXPECT_EQ(p.name, "Functional.softmax.0.forward.output.0");
+  EXPECT_EQ(p.out_dtype, "bfloat16");  // raw <V2 read as dump.json says
+  EXPECT_EQ(p.verdict, Verdict::kFail);
+  EXPECT_THAT(r.first_divergence_stack,
+              ElementsAre(HasSubstr("model.py, line 13"), HasSubstr("train.py, line 42")));
+  // Tensors before it pass; nested list arguments got their own names.
+  EXPECT_EQ(r.pairs[0].verdict, Verdict::kPass);
+  bool nested = false;
+  for (const auto& q : r.pairs) nested |= q.name == "Tensor.add.0.forward.input.0.1";
+  EXPECT_TRUE(nested);
+
+  // Without the rename file the renamed layer is listed on both sides.
+  CompareReport plain = CompareDumps(*npu, *gpu, {});
+  EXPECT_THAT(plain.unmatched_out, Contains(HasSubstr("Module.head.Linear")));
+  EXPECT_THAT(plain.unmatched_ref, Contains(HasSubstr("Module.fc2.Linear")));
+}
+
+TEST_F(MsprobeTensors, ReportsRenderEveryPair) {
+  auto npu = LoadDump(*dir_ / "npu", {});
+  auto gpu = LoadDump(*dir_ / "gpu", {});
+  ASSERT_THAT(npu, IsOk());
+  ASSERT_THAT(gpu, IsOk());
+  CompareReport r = CompareDumps(*npu, *gpu, {});
+  std::string html = RenderHtml(r);
+  EXPECT_THAT(html, HasSubstr("<svg"));
+  EXPECT_THAT(html, HasSubstr("first divergence"));
+  EXPECT_THAT(html, HasSubstr("Functional.softmax.0.forward.output.0"));
+  EXPECT_THAT(html, HasSubstr("addEventListener('click'"));
+  EXPECT_THAT(html, Not(HasSubstr("http://")));
+  EXPECT_THAT(html, Not(HasSubstr("https://")));
+  EXPECT_THAT(html, Not(HasSubstr(" src=")));
+  std::string csv = RenderCsv(r);
+  EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), static_cast<long>(r.pairs.size() + 1));
+  nlohmann::json j = ToJson(r);
+  EXPECT_EQ(j["summary"]["fail"].get<size_t>(), r.fail);
+  EXPECT_EQ(j["pairs"].size(), r.pairs.size());
+  EXPECT_EQ(j["first_divergence"]["name"], "Functional.softmax.0.forward.output.0");
+  std::vector<size_t> worst = r.WorstFirst();
+  EXPECT_EQ(r.pairs[worst[0]].verdict, Verdict::kFail);
+  char* buf = nullptr;
+  size_t len = 0;
+  FILE* f = open_memstream(&buf, &len);
+  PrintTable(r, f, 5);
+  std::fclose(f);
+  std::string table(buf, len);
+  std::free(buf);
+  EXPECT_THAT(table, HasSubstr("first divergence"));
+  EXPECT_THAT(table, HasSubstr("more pairs"));
+}
+
+}  // namespace
+}  // namespace anxin::compare

@@ -1,0 +1,20 @@
+// libFuzzer target: msprobe dump.json and stack.json parsing, then a
+// statistics comparison of the dump with itself.
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+#include "anxin/compare/compare.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using namespace anxin::compare;
+  std::string_view text(reinterpret_cast<const char*>(data), size);
+  (void)ParseMsprobeStacks(text, "stack.json");
+  // No data directory: tensor files named in the input are not opened.
+  auto dump = ParseMsprobeDump(text, "dump.json", "", {});
+  if (!dump) return 0;
+  CompareOptions opts;
+  opts.threads = 1;
+  (void)CompareDumps(*dump, *dump, opts);
+  return 0;
+}

@@ -1,0 +1,114 @@
+// `anxin compare` as a user runs it: exit codes, JSON, reports, errors.
+// The program under test is $ANXIN_BIN if set, else the build's anxin.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "anxin/base/subprocess.h"
+#include "anxin/compare/testing_util.h"
+
+namespace anxin::compare {
+namespace {
+
+using ::testing::HasSubstr;
+namespace fs = std::filesystem;
+
+std::string Anxin() {
+  const char* env = std::getenv("ANXIN_BIN");
+  return env && *env ? env : std::string(ANXIN_BINARY_DIR) + "/anxin";
+}
+
+CommandOutput Run(std::vector<std::string> args) {
+  args.insert(args.begin(), Anxin());
+  auto r = RunCommand(args, {.timeout = std::chrono::seconds(60)});
+  EXPECT_TRUE(r.has_value()) << r.error().ToString();
+  return r.value_or(CommandOutput{});
+}
+
+class CompareCli : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new testing::ScratchDir();
+    ASSERT_EQ(testing::RunPython({testing::FixturePath("msprobe_cases.py"), dir_->path()}), 0);
+    ASSERT_EQ(testing::RunPython(
+                  {"-c",
+                   "import numpy as np, sys; d = sys.argv[1]; r = np.linspace(-1, 1, 1001); "
+                   "np.save(d + '/ref.npy', r); np.save(d + '/good.npy', r.astype(np.float32)); "
+                   "np.save(d + '/bad.npy', (r + 0.5).astype(np.float32))",
+                   dir_->path()}),
+              0);
+  }
+  static void TearDownTestSuite() { delete dir_; }
+  static testing::ScratchDir* dir_;
+};
+testing::ScratchDir* CompareCli::dir_ = nullptr;
+
+TEST_F(CompareCli, HelpListsTheOptions) {
+  auto r = Run({"compare", "--help"});
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_THAT(r.stdout_text, HasSubstr("--fuzzy"));
+  EXPECT_THAT(r.stdout_text, HasSubstr("--html"));
+  EXPECT_THAT(r.stdout_text, HasSubstr("ref"));
+}
+
+TEST_F(CompareCli, DumpsWithADivergingOpFailWithReports) {
+  std::string html = *dir_ / "r.html", csv = *dir_ / "r.csv";
+  auto r = Run({"--json", "compare", *dir_ / "npu", *dir_ / "gpu", "--map", *dir_ / "map.yaml",
+                "--html", html, "--csv", csv});
+  EXPECT_EQ(r.exit_code, 1) << r.stderr_text;
+  auto j = nlohmann::json::parse(r.stdout_text, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << r.stdout_text;
+  EXPECT_EQ(j["first_divergence"]["name"], "Functional.softmax.0.forward.output.0");
+  EXPECT_GT(j["summary"]["fail"].get<int>(), 0);
+  EXPECT_EQ(j["summary"]["unmatched_out"].get<int>(), 0);
+  EXPECT_THAT(testing::ReadAll(html), HasSubstr("<svg"));
+  EXPECT_THAT(testing::ReadAll(csv), HasSubstr("Functional.softmax.0.forward.output.0"));
+
+  auto table = Run({"compare", *dir_ / "npu", *dir_ / "gpu"});
+  EXPECT_EQ(table.exit_code, 1);
+  EXPECT_THAT(table.stdout_text, HasSubstr("first divergence"));
+  EXPECT_THAT(table.stdout_text, HasSubstr("unmatched in output (3)"));
+}
+
+TEST_F(CompareCli, SameDumpPasses) {
+  auto r = Run({"compare", *dir_ / "gpu", *dir_ / "gpu"});
+  EXPECT_EQ(r.exit_code, 0) << r.stdout_text << r.stderr_text;
+  std::string stats = std::string(ANXIN_SHARED_DIR) + "/fixtures/msprobe/gpu_dump/step0/proc2016";
+  EXPECT_EQ(Run({"compare", stats, stats}).exit_code, 0);
+}
+
+TEST_F(CompareCli, RefComparesOneTensor) {
+  auto ok = Run({"compare", "ref", *dir_ / "good.npy", *dir_ / "ref.npy"});
+  EXPECT_EQ(ok.exit_code, 0) << ok.stdout_text << ok.stderr_text;
+  EXPECT_THAT(ok.stdout_text, HasSubstr(": pass"));
+  EXPECT_THAT(ok.stdout_text, HasSubstr("max_ulp_err"));
+  auto bad = Run({"--json", "compare", "ref", *dir_ / "bad.npy", *dir_ / "ref.npy"});
+  EXPECT_EQ(bad.exit_code, 1);
+  auto j = nlohmann::json::parse(bad.stdout_text, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << bad.stdout_text;
+  EXPECT_EQ(j["verdict"], "fail");
+  EXPECT_DOUBLE_EQ(j["metrics"]["max_abs_err"].get<double>(), 0.5);
+}
+
+TEST_F(CompareCli, BadInputIsAUsageErrorNamingTheProblem) {
+  auto missing = Run({"compare", *dir_ / "nope", *dir_ / "gpu"});
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_THAT(missing.stderr_text, HasSubstr("error: reading the output dump"));
+  std::string bytes = testing::ReadAll(*dir_ / "good.npy");
+  std::ofstream(*dir_ / "cut.npy", std::ios::binary) << bytes.substr(0, bytes.size() / 2);
+  auto cut = Run({"compare", "ref", *dir_ / "cut.npy", *dir_ / "ref.npy"});
+  EXPECT_EQ(cut.exit_code, 2);
+  EXPECT_THAT(cut.stderr_text, HasSubstr("cut.npy: offset"));
+  std::ofstream(*dir_ / "bad.yaml") << "default: {pass_cosine: [1]}\n";
+  auto thr = Run({"compare", *dir_ / "gpu", *dir_ / "gpu", "--thresholds", *dir_ / "bad.yaml"});
+  EXPECT_EQ(thr.exit_code, 2);
+  EXPECT_THAT(thr.stderr_text, HasSubstr("bad.yaml:1:"));
+}
+
+}  // namespace
+}  // namespace anxin::compare
