@@ -1,14 +1,14 @@
-// Runs a program (argv, never a shell string) with a timeout and captures its
-// standard output and error. Used by doctor for mlnx_qos, hccn_tool, npu-smi,
-// systemctl and ssh.
+// Doctor's view of base/subprocess.h's RunCommand: a program (argv, never a
+// shell string) with a timeout, its output captured, a timeout turned into an
+// error. Used for mlnx_qos, hccn_tool, npu-smi, systemctl and ssh; the
+// function-typed seam (ProcessRunner in multi_host.h) lets tests fake it.
 //
 //   ANXIN_ASSIGN_OR_RETURN(ProcessOutput out, RunProcess({"mlnx_qos", "-i", "eth2"}, 5.0));
 //   if (out.exit_code != 0) ...
 //
-// The child runs in its own process group; on timeout the whole group gets
-// SIGKILL (ssh's children too) and the result is kDeadlineExceeded. A program
-// that cannot be started is kNotFound. Output beyond 16 MiB per stream is
-// dropped. Thread safety: may be called from several threads at once.
+// The child runs in its own process group; on timeout the whole group is
+// stopped (ssh's children too) and the result is kDeadlineExceeded. A program
+// not on PATH is kNotFound. Thread safety: may be called from several threads.
 #ifndef ANXIN_DOCTOR_PROCESS_RUNNER_H_
 #define ANXIN_DOCTOR_PROCESS_RUNNER_H_
 
