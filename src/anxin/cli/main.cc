@@ -4,6 +4,8 @@
 // Settings resolve in this order, later ones winning (docs/configuration.md):
 // built-in default < configuration file (--config or ANXIN_CONFIG) <
 // ANXIN_* environment variables < command-line flags.
+#include <spdlog/spdlog.h>
+
 #include <cstdlib>
 #include <string>
 
@@ -80,6 +82,12 @@ int main(int argc, char** argv) {
   global.log_format = global.config.log.format;
   if (auto st = anxin::InitLogging(global.log_level, global.log_format); !st) {
     return ReportError(st.error());
+  }
+  // What a bug report needs first: the version and where settings came from.
+  spdlog::debug("anxin {}; configuration file: {}", kVersion,
+                global.config_path.empty() ? "none" : global.config_path);
+  for (const auto& e : anxin::DescribeGlobalConfig(global.config)) {
+    spdlog::debug("config {} = '{}' (from {})", e.key, e.value, e.origin);
   }
   if (!chosen) return kExitUsage;
   return chosen(global);
