@@ -30,7 +30,11 @@ anxin::Result<anxin::GlobalConfig> ResolveConfig(const CLI::App& app,
     if (env != nullptr) path = env;
   }
   auto config = anxin::LoadGlobalConfig(path);
-  if (!config) return std::unexpected(std::move(config).error().With(origin));
+  if (!config) {
+    // Errors about the contents already name the file and the line.
+    if (config.error().code() == anxin::ErrorCode::kInvalidArgument) return config;
+    return std::unexpected(std::move(config).error().With(origin));
+  }
   ANXIN_TRY(anxin::ApplyEnvironment(*config, anxin::SystemEnvironment()));
   if (app.count("--log-level") > 0) {
     ANXIN_TRY(anxin::SetLogLevel(*config, level_flag, "--log-level"));
