@@ -99,6 +99,7 @@ Result<PolicyResult> ReplayModel(const Trace& t, const ReplayOptions& o, uint64_
   Series series(t.events.size(), o.plot_points);
   uint64_t live = 0;
   for (const auto& b : t.initial_live) live += Round512(b.size);
+  uint64_t served_peak = live;  // what this policy actually held (OOMs excluded)
   auto at_peak = [&] {
     uint64_t free_total = m.reserved() - m.allocated();
     p.inactive_split = m.reserved() ? static_cast<double>(m.InactiveSplitBytes()) /
@@ -114,15 +115,18 @@ Result<PolicyResult> ReplayModel(const Trace& t, const ReplayOptions& o, uint64_
     const TraceEvent& e = t.events[k];
     if (e.action == Action::kAlloc) {
       auto a = m.Malloc(e.size, e.stream);
-      if (a) where[e.addr] = *a;
-      live += Round512(e.size);
+      if (a) {
+        where[e.addr] = *a;
+        live += Round512(e.size);
+        served_peak = std::max(served_peak, live);
+      }
     } else if (e.action == Action::kFree) {
       auto it = where.find(e.addr);
       if (it != where.end()) {
         ANXIN_TRY(WithContext(m.Free(it->second), fmt::format("trace event {}", k)));
         where.erase(it);
+        live -= Round512(e.size);
       }
-      live -= Round512(e.size);
     } else if (e.action == Action::kEmptyCache) {
       m.EmptyCache();
     }
@@ -142,7 +146,7 @@ Result<PolicyResult> ReplayModel(const Trace& t, const ReplayOptions& o, uint64_
   p.ooms = m.ooms();
   p.final_reserved = m.reserved();
   p.series = series.Take();
-  Finish(p, peak_live);
+  Finish(p, p.ooms ? served_peak : peak_live);
   return p;
 }
 
@@ -185,6 +189,7 @@ Result<PolicyResult> ReplayAnxin(const Trace& t, const ReplayOptions& o, uint64_
     where[b.addr] = *addr;
     live += Round512(b.size);
   }
+  uint64_t served_peak = live;  // what this policy actually held (OOMs excluded)
   Series series(t.events.size(), o.plot_points);
   AllocatorStats s = a->Stats();
   p.peak_reserved = s.reserved_bytes;
@@ -192,15 +197,18 @@ Result<PolicyResult> ReplayAnxin(const Trace& t, const ReplayOptions& o, uint64_
     const TraceEvent& e = t.events[k];
     if (e.action == Action::kAlloc) {
       auto addr = a->Allocate(e.size, e.stream);
-      if (addr) where[e.addr] = *addr;
-      live += Round512(e.size);
+      if (addr) {
+        where[e.addr] = *addr;
+        live += Round512(e.size);
+        served_peak = std::max(served_peak, live);
+      }
     } else if (e.action == Action::kFree) {
       auto it = where.find(e.addr);
       if (it != where.end()) {
         ANXIN_TRY(WithContext(a->Free(it->second), fmt::format("trace event {}", k)));
         where.erase(it);
+        live -= Round512(e.size);
       }
-      live -= Round512(e.size);
     } else if (e.action == Action::kEmptyCache) {
       ANXIN_TRY(a->EmptyCache());
     } else {
@@ -227,7 +235,7 @@ Result<PolicyResult> ReplayAnxin(const Trace& t, const ReplayOptions& o, uint64_
   p.retries = s.retries;
   p.final_reserved = s.reserved_bytes;
   p.series = series.Take();
-  Finish(p, peak_live);
+  Finish(p, p.ooms ? served_peak : peak_live);
   return p;
 }
 

@@ -66,6 +66,22 @@ TEST_P(RealSnapshotTest, AnxinNeverReservesMoreThanPyTorchDid) {
   EXPECT_GE(anxin->peak_reserved, r->peak_live);
 }
 
+TEST(ReplayTest, SmallDeviceCountsOoms) {
+  auto trace = ReadTrace(Snapshot("cs336-memory_ctx256_forward_.pickle"));
+  ASSERT_THAT(trace, IsOk());
+  ReplayOptions o;
+  o.capacity = 20 * kGiB;
+  auto r = Replay(*trace, o);
+  ASSERT_THAT(r, IsOk());
+  for (const char* name : {"pytorch-model", "anxin"}) {
+    const PolicyResult* p = r->Find(name);
+    ASSERT_NE(p, nullptr);
+    EXPECT_GT(p->ooms, 0u) << name;
+    EXPECT_LE(p->peak_reserved, 20 * kGiB) << name;
+    EXPECT_GE(p->fragmentation, 0.0) << name;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Snapshots, RealSnapshotTest,
                          ::testing::Values("cs336-memory_ctx128_fullstep.pickle",
                                            "cs336-memory_ctx256_forward_.pickle",
