@@ -102,7 +102,8 @@ std::vector<std::string> Notes(const Snapshot& snap) {
   for (const DeviceRow& row : snap.rows) {
     std::string label = DeviceLabel(row.info);
     if (!row.sample) {
-      notes.push_back(fmt::format("{}: {}", label, row.sample.error().Describe()));
+      std::string why = row.sample.error().Describe();
+      notes.push_back(why.starts_with(label) ? why : fmt::format("{}: {}", label, why));
       continue;
     }
     const DeviceSample& s = *row.sample;

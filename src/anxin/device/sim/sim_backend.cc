@@ -318,7 +318,11 @@ Result<FaultSubscription> SimBackend::SubscribeFaults(FaultCallback callback) {
   {
     std::lock_guard lock(mu_);
     if (!fault_thread_.joinable()) {
-      fault_thread_ = std::jthread([this](std::stop_token stop) { DeliverFaults(stop); });
+      // Faults due before the first subscription are not replayed: a
+      // subscriber hears what happens from then on, as with real devices.
+      double from = ElapsedSeconds();
+      fault_thread_ =
+          std::jthread([this, from](std::stop_token stop) { DeliverFaults(from, stop); });
     }
   }
   std::weak_ptr<Hub> weak = hub_;
@@ -332,12 +336,9 @@ Result<FaultSubscription> SimBackend::SubscribeFaults(FaultCallback callback) {
 
 void SimBackend::Publish(const FaultEvent& e) { hub_->Publish(e); }
 
-void SimBackend::DeliverFaults(std::stop_token stop) {
-  // Faults that were due before anyone subscribed are not replayed: a
-  // subscriber hears what happens from then on, as with real devices.
-  double now = ElapsedSeconds();
+void SimBackend::DeliverFaults(double from, std::stop_token stop) {
   size_t next = 0;
-  while (next < timeline_.size() && timeline_[next].at < now) ++next;
+  while (next < timeline_.size() && timeline_[next].at < from) ++next;
   for (; next < timeline_.size(); ++next) {
     const TimedFault& f = timeline_[next];
     if (!clock_.SleepUntil(start_ + FromSeconds(f.at), stop)) return;

@@ -72,7 +72,7 @@ class SimBackend final : public DeviceBackend {
 
   Status CheckIndex(int index) const;
   Result<DeviceSample> Evaluate(int index, double t, const DeviceState& st) const;
-  void DeliverFaults(std::stop_token stop);
+  void DeliverFaults(double from, std::stop_token stop);
   void Publish(const FaultEvent& e);
 
   const Scenario scenario_;

@@ -1,0 +1,60 @@
+#include "anxin/device/registry.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "anxin/base/testing.h"
+
+namespace anxin::device {
+namespace {
+
+using ::anxin::testing::HasCode;
+using ::anxin::testing::IsOk;
+using ::testing::HasSubstr;
+
+TEST(RegistryTest, SimIsTheDefaultAndRunsTheDefaultScenario) {
+  EXPECT_EQ(kDefaultBackend, "sim");
+  VirtualClock clock;
+  auto b = CreateBackend("sim", {.scenario = "", .clock = &clock});
+  ASSERT_THAT(b, IsOk());
+  EXPECT_EQ((*b)->name(), "sim");
+  auto devices = (*b)->Enumerate();
+  ASSERT_THAT(devices, IsOk());
+  EXPECT_EQ(devices->size(), 8u);
+}
+
+TEST(RegistryTest, UnknownBackendListsTheKnownOnes) {
+  EXPECT_THAT(
+      CreateBackend("nvlm", {}),
+      HasCode(ErrorCode::kInvalidArgument, HasSubstr("unknown device backend 'nvlm' (known: sim")));
+}
+
+TEST(RegistryTest, BadScenarioComesBackFromTheFactory) {
+  EXPECT_THAT(CreateBackend("sim", {.scenario = "/no/such/file.yaml", .clock = nullptr}),
+              HasCode(ErrorCode::kNotFound, HasSubstr("/no/such/file.yaml")));
+}
+
+class FixedBackend : public DeviceBackend {
+ public:
+  std::string_view name() const override { return "fixed"; }
+  Result<std::vector<DeviceInfo>> Enumerate() override {
+    return std::vector<DeviceInfo>{DeviceInfo{}};
+  }
+  Result<DeviceSample> Sample(int) override { return DeviceSample{}; }
+};
+
+TEST(RegistryTest, BackendsRegisterByName) {
+  RegisterBackend("fixed", "one fixed device", [](const BackendOptions&) {
+    return Result<std::unique_ptr<DeviceBackend>>(std::make_unique<FixedBackend>());
+  });
+  auto b = CreateBackend("fixed", {});
+  ASSERT_THAT(b, IsOk());
+  EXPECT_EQ((*b)->name(), "fixed");
+  auto all = RegisteredBackends();
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_EQ(all[0].name, "fixed");
+  EXPECT_EQ(all[1].name, "sim");
+}
+
+}  // namespace
+}  // namespace anxin::device
