@@ -8,11 +8,11 @@
 #include <charconv>
 #include <cmath>
 #include <cstring>
-#include <fstream>
 #include <limits>
 #include <map>
-#include <sstream>
 #include <type_traits>
+
+#include "anxin/base/file.h"
 
 namespace anxin {
 
@@ -346,12 +346,9 @@ Result<ConfigNode> ConfigNode::Parse(std::string_view yaml, std::string source_n
 }
 
 Result<ConfigNode> ConfigNode::LoadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return std::unexpected(ErrnoError(errno, "open " + path));
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) return std::unexpected(ErrnoError(errno, "read " + path));
-  return Parse(text.str(), path);
+  constexpr size_t kMaxConfigBytes = 16 << 20;
+  ANXIN_ASSIGN_OR_RETURN(std::string text, ReadFile(path, kMaxConfigBytes));
+  return Parse(text, path);
 }
 
 bool ConfigNode::IsMap() const { return rep_->node.IsMap(); }

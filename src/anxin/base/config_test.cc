@@ -278,6 +278,8 @@ TEST(ConfigTest, LoadFile) {
   EXPECT_EQ(ok->Get<int>("seed").value(), 7);
   EXPECT_EQ(ok->source(), path);
   std::remove(path.c_str());
+  EXPECT_THAT(ConfigNode::LoadFile("/dev/zero"),
+              HasCode(ErrorCode::kInvalidArgument, HasSubstr("is larger than")));
   EXPECT_THAT(ConfigNode::LoadFile(path),
               HasCode(ErrorCode::kNotFound, HasSubstr("No such file or directory")));
 }

@@ -4,8 +4,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <limits>
 #include <random>
 #include <string>
 #include <utility>
@@ -42,6 +44,10 @@ Status WriteAll(int fd, std::string_view data, const std::string& what) {
 }  // namespace
 
 Result<std::string> ReadFile(const std::string& path) {
+  return ReadFile(path, std::numeric_limits<size_t>::max());
+}
+
+Result<std::string> ReadFile(const std::string& path, size_t max_bytes) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return std::unexpected(ErrnoError(errno, "open " + path));
   std::string out;
@@ -51,7 +57,9 @@ Result<std::string> ReadFile(const std::string& path) {
       ::close(fd);
       return InvalidArgument(path + " is a directory, not a file");
     }
-    if (st.st_size > 0) out.reserve(static_cast<size_t>(st.st_size));
+    if (st.st_size > 0) {
+      out.reserve(std::min(static_cast<size_t>(st.st_size), max_bytes));
+    }
   }
   char buf[65536];
   while (true) {
@@ -63,6 +71,11 @@ Result<std::string> ReadFile(const std::string& path) {
       return std::unexpected(std::move(e));
     }
     if (n == 0) break;
+    if (static_cast<size_t>(n) > max_bytes - out.size()) {
+      ::close(fd);
+      return InvalidArgument(path + " is larger than " + std::to_string(max_bytes) +
+                             " bytes; is it the right file?");
+    }
     out.append(buf, static_cast<size_t>(n));
   }
   ::close(fd);

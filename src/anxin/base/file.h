@@ -36,6 +36,9 @@ namespace anxin {
 
 // The whole file. Missing -> kNotFound; a directory -> kInvalidArgument.
 [[nodiscard]] Result<std::string> ReadFile(const std::string& path);
+// The same, refusing more than max_bytes (kInvalidArgument) so that a wrong
+// path such as /dev/zero cannot exhaust memory.
+[[nodiscard]] Result<std::string> ReadFile(const std::string& path, size_t max_bytes);
 
 // Replaces path with contents atomically and durably. mode: the given one;
 // otherwise the existing file's mode; otherwise 0644.

@@ -62,6 +62,14 @@ TEST_F(FileTest, ReadFileErrors) {
   EXPECT_THAT(ReadFile(dir_), HasCode(ErrorCode::kInvalidArgument, HasSubstr("is a directory")));
 }
 
+TEST_F(FileTest, ReadFileWithALimit) {
+  ASSERT_THAT(WriteFileAtomic(dir_ + "/f", "0123456789"), IsOk());
+  EXPECT_EQ(ReadFile(dir_ + "/f", 10).value(), "0123456789");
+  EXPECT_THAT(ReadFile(dir_ + "/f", 9),
+              HasCode(ErrorCode::kInvalidArgument, HasSubstr("larger than 9 bytes")));
+  EXPECT_THAT(ReadFile("/dev/zero", 1 << 20), HasCode(ErrorCode::kInvalidArgument));
+}
+
 TEST_F(FileTest, RoundTripKeepsBinaryData) {
   std::string data("a\0b\nc", 5);
   data += std::string(200000, 'x');
