@@ -135,7 +135,7 @@ Result<std::unique_ptr<Provider>> MakeAclProvider(int device) {
                     "set_env.sh (LD_LIBRARY_PATH), or use provider:sim on a machine without an NPU",
                     dlerror()));
   }
-  AclApi api;
+  AclApi api{};
   bool ok = Load(lib, "aclrtSetDevice", api.aclrtSetDevice) &&
             Load(lib, "aclrtGetMemInfo", api.aclrtGetMemInfo) &&
             Load(lib, "aclrtMalloc", api.aclrtMalloc) && Load(lib, "aclrtFree", api.aclrtFree);

@@ -171,7 +171,7 @@ class CudaProvider final : public Provider {
 }  // namespace
 
 Result<std::unique_ptr<Provider>> MakeCudaProvider(int device) {
-  CudaApi api;
+  CudaApi api{};
   api.lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
   if (!api.lib) {
     return Unavailable(fmt::format(
