@@ -143,7 +143,8 @@ TEST(DevicesCliTest, WatchAsTextEndsWithWhatChanged) {
   RunResult r = RunAnxin({"devices", "--scenario", "demo", "--at", "0s", "--watch", "--interval",
                           "3s", "--count", "3"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_THAT(r.out, HasSubstr("What changed in 6.0 s:\n  NPU 3: temperature"));
+  EXPECT_THAT(r.out,
+              HasSubstr("What changed in 6.0 s:\n  NPU 3: health OK -> Warning; temperature"));
   EXPECT_THAT(r.out, HasSubstr("NPU 5: HBM used"));
 }
 

@@ -47,7 +47,7 @@ int Run(const Options& o, const GlobalOptions& g) {
       return ReportError(Error(ErrorCode::kInvalidArgument, "--at: " + at.error().message()));
     }
     at_seconds = *at;
-    virtual_clock.emplace();
+    virtual_clock.emplace(RealClock().Now());  // timestamps stay plausible
     virtual_clock->set_auto_advance(true);
     clock = &*virtual_clock;
   }

@@ -28,10 +28,9 @@ TEST(SummaryTest, DemoScenarioChangesTwoDevices) {
   Snapshot last = At(b, clock, 6);
   std::vector<std::string> lines = DescribeChanges(first, last);
   ASSERT_EQ(lines.size(), 2u) << ::testing::PrintToString(lines);
-  EXPECT_THAT(lines[0],
-              ::testing::MatchesRegex(
-                  "NPU 3: temperature 5[0-9] C -> 9[5-7] C \\(\\+4[0-9] C\\), at its 95 C "
-                  "throttle point"));
+  EXPECT_THAT(lines[0], ::testing::MatchesRegex("NPU 3: health OK -> Warning; temperature 5[0-9] C "
+                                                "-> 9[5-7] C \\(\\+4[0-9] C\\), at its 95 C "
+                                                "throttle point"));
   EXPECT_THAT(lines[1], HasSubstr("NPU 5: HBM used 52."));
   EXPECT_THAT(lines[1], HasSubstr("-> 62."));
   EXPECT_THAT(lines[1], HasSubstr("of 64 GiB, above the 90% alert line"));

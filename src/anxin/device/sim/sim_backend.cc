@@ -299,6 +299,8 @@ Result<DeviceSample> SimBackend::Evaluate(int index, double t, const DeviceState
     Health h = HealthFor(c.severity);
     if (static_cast<int>(h) > static_cast<int>(s.health)) s.health = h;
   }
+  // A chip slowing itself down is a minor fault in its own right.
+  if (s.throttled && s.health == Health::kOk) s.health = Health::kWarning;
   s.error_codes = std::move(codes);
   return s;
 }

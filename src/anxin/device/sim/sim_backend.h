@@ -20,6 +20,9 @@
 // - ClearMemory(i) ends the effect of the HBM leaks and steps that began
 //   before it: HBM use returns to the baseline.
 // - A lost device answers Sample with kUnavailable until it is reset.
+// - Health is the worst severity among the raised error codes (minor ->
+//   Warning, major -> Alarm, critical -> Critical); a device at or above its
+//   throttle temperature is at least Warning.
 //
 // Thread safety: all methods may be called from any thread. REQUIRES: the
 // clock outlives the backend.

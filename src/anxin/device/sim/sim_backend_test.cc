@@ -149,6 +149,7 @@ TEST(SimBackendTest, HotDeviceThrottles) {
   DeviceSample s = sim.At(1, 0);
   EXPECT_DOUBLE_EQ(s.temperature_celsius, 96);
   EXPECT_TRUE(s.throttled);
+  EXPECT_EQ(s.health, Health::kWarning);
   EXPECT_LT(s.core_clock_mhz, 1800);
 }
 
