@@ -53,12 +53,18 @@ struct Region {
   Block* first = nullptr;
 };
 
+// Freed blocks of one size, kept whole for O(1) reuse.
+struct QuickList {
+  std::vector<Block*> blocks;
+  bool listed = false;  // in State::quick_lists
+};
+
 struct Pool {
   uint64_t stream = 0;
   bool small = false;
   std::set<Block*, BySizeAddr> free;
-  std::vector<std::vector<Block*>> quick_small;  // by size / 512
-  std::unordered_map<uint64_t, std::vector<Block*>> quick_large;
+  std::vector<QuickList> quick_small;  // by size / 512
+  std::unordered_map<uint64_t, QuickList> quick_large;
   std::vector<Region*> regions;
 };
 
@@ -78,6 +84,8 @@ struct Allocator::State {
   std::vector<PhysicalHandle> cached_handles;      // created, unmapped
   std::vector<std::pair<Region*, uint32_t>> idle;  // mapped chunks no block uses
   uint64_t quick_bytes = 0;
+  // Quick lists that may hold blocks, so that flushing does not scan all sizes.
+  std::vector<QuickList*> quick_lists;
   AllocatorStats st;
 
   ~State() {
@@ -167,19 +175,16 @@ void InsertFree(State& s, Block* b) {
 }
 
 void FlushQuick(State& s) {
-  if (s.quick_bytes == 0) return;
-  for (auto& pool : s.pool_storage) {
-    auto flush = [&](std::vector<Block*>& list) {
-      for (Block* b : list) {
-        s.live.erase(b->addr);
-        ReleaseChunks(s, b);
-        InsertFree(s, b);
-      }
-      list.clear();
-    };
-    for (auto& list : pool->quick_small) flush(list);
-    for (auto& [size, list] : pool->quick_large) flush(list);
+  for (QuickList* list : s.quick_lists) {
+    for (Block* b : list->blocks) {
+      s.live.erase(b->addr);
+      ReleaseChunks(s, b);
+      InsertFree(s, b);
+    }
+    list->blocks.clear();
+    list->listed = false;
   }
+  s.quick_lists.clear();
   s.quick_bytes = 0;
   s.st.cached_bytes = 0;
 }
@@ -361,10 +366,10 @@ Result<uint64_t> Allocator::Allocate(uint64_t size, uint64_t stream) {
   // Fast path: a cached block of exactly this size.
   std::vector<Block*>* quick = nullptr;
   if (small) {
-    quick = &p->quick_small[rs / kAlign];
+    quick = &p->quick_small[rs / kAlign].blocks;
   } else {
     auto it = p->quick_large.find(rs);
-    if (it != p->quick_large.end()) quick = &it->second;
+    if (it != p->quick_large.end()) quick = &it->second.blocks;
   }
   if (quick && !quick->empty()) {
     Block* b = quick->back();
@@ -471,8 +476,13 @@ Result<uint64_t> Allocator::Allocate(uint64_t size, uint64_t stream) {
       uint64_t shortfall = need - s.cached_handles.size();
       if (free_memory_over_threshold() ||
           s.st.reserved_bytes + shortfall * s.chunk > s.pool_limit) {
-        FlushQuick(s);
+        // Idle chunks first; cached blocks only if they are not enough, so
+        // the per-size caches survive most reclaims.
         ANXIN_TRY(UnmapIdle(s, pv, shortfall));
+        if (s.cached_handles.size() < need) {
+          FlushQuick(s);
+          ANXIN_TRY(UnmapIdle(s, pv, need - s.cached_handles.size()));
+        }
         ++s.st.reclaims;
         reclaimed = true;
       }
@@ -541,11 +551,12 @@ Status Allocator::Free(uint64_t addr) {
   ++s.st.frees;
   Pool* p = b->region->pool;
   b->state = BlockState::kCached;
-  if (p->small) {
-    p->quick_small[b->size / kAlign].push_back(b);
-  } else {
-    p->quick_large[b->size].push_back(b);
+  QuickList& list = p->small ? p->quick_small[b->size / kAlign] : p->quick_large[b->size];
+  if (!list.listed) {
+    list.listed = true;
+    s.quick_lists.push_back(&list);
   }
+  list.blocks.push_back(b);
   s.quick_bytes += b->size;
   s.st.cached_bytes = s.quick_bytes;
   return Ok();
@@ -579,12 +590,9 @@ AllocatorStats Allocator::Stats() const {
     uint64_t largest = 0;
     for (const auto& p : s.pool_storage) {
       if (!p->free.empty()) largest = std::max(largest, (*p->free.rbegin())->size);
-      for (const auto& list : p->quick_small) {
-        if (!list.empty()) largest = std::max(largest, list.back()->size);
-      }
-      for (const auto& [size, list] : p->quick_large) {
-        if (!list.empty()) largest = std::max(largest, size);
-      }
+    }
+    for (const QuickList* list : s.quick_lists) {
+      if (!list->blocks.empty()) largest = std::max(largest, list->blocks.back()->size);
     }
     st.largest_free_block = largest;
   }
