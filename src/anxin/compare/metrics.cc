@@ -1,22 +1,13 @@
 #include "anxin/compare/metrics.h"
 
+#include <algorithm>
 #include <bit>
 #include <cfloat>
 #include <cmath>
 #include <limits>
 
 namespace anxin::compare {
-namespace {
-
-// Lanes of independent partial sums: lets the compiler use SIMD without
-// -ffast-math, and shortens the summation chains (better rounding).
-constexpr size_t kLanes = 8;
-
-inline double Pow2(int64_t e) {  // REQUIRES: -1022 <= e <= 1023
-  return std::bit_cast<double>(static_cast<uint64_t>(e + 1023) << 52);
-}
-
-}  // namespace
+namespace {}  // namespace
 
 MetricParams MetricParams::For(DType out, DType ref) {
   MetricParams p;
@@ -35,111 +26,104 @@ void MetricAccumulator::Add(const MetricParams& params, const double* out, const
                             size_t n) {
   constexpr double kMax = DBL_MAX;
   constexpr double kEps = DBL_EPSILON;
+  constexpr uint64_t kExponentBits = 0x7ff0000000000000ull;
   const double rtol = params.rtol, atol = params.atol;
-  const int64_t mant = params.ulp_mantissa_bits, min_eb = params.ulp_min_exponent;
+  // ULP scale 2^(mant - eb) as a division by 2^eb: 2^eb is the reference's
+  // exponent bits alone (0 for zeros and subnormals), raised to 2^min_eb.
+  // Scaling by powers of two is exact, so this equals NumPy's ldexp.
+  const double min_pow = std::ldexp(1.0, params.ulp_min_exponent);
+  const double mant_pow = std::ldexp(1.0, params.ulp_mantissa_bits);
 
-  double s_ab[kLanes] = {}, s_aa[kLanes] = {}, s_bb[kLanes] = {}, s_abs[kLanes] = {},
-         s_sq[kLanes] = {}, s_rel[kLanes] = {}, m_abs[kLanes] = {}, m_rel[kLanes] = {},
-         m_relnz[kLanes] = {}, m_ulp[kLanes] = {}, s_a[kLanes] = {}, s_b[kLanes] = {},
-         s_a2[kLanes] = {}, s_b2[kLanes] = {};
-  double mx_a[kLanes], mn_a[kLanes], mx_b[kLanes], mn_b[kLanes];
-  int64_t c_fin[kLanes] = {}, c_nan[kLanes] = {}, c_inf[kLanes] = {}, c_r3[kLanes] = {},
-          c_r5[kLanes] = {}, c_ulp[kLanes] = {}, c_viol[kLanes] = {}, c_zr[kLanes] = {},
-          c_a[kLanes] = {}, c_b[kLanes] = {};
-  for (size_t j = 0; j < kLanes; ++j) {
-    mx_a[j] = mx_b[j] = -HUGE_VAL;
-    mn_a[j] = mn_b[j] = HUGE_VAL;
-  }
+  double s_ab = 0, s_aa = 0, s_bb = 0, s_abs = 0, s_sq = 0, s_rel = 0, s_a = 0, s_b = 0, s_a2 = 0,
+         s_b2 = 0;
+  double m_abs = 0, m_rel = 0, m_relnz = 0, m_ulp = 0;
+  double mx_a = -HUGE_VAL, mn_a = HUGE_VAL, mx_b = -HUGE_VAL, mn_b = HUGE_VAL;
+  int64_t c_fin = 0, c_nan = 0, c_inf = 0, c_r3 = 0, c_r5 = 0, c_ulp = 0, c_viol = 0, c_zr = 0,
+          c_a = 0, c_b = 0;
 
-  auto step = [&](size_t j, double a, double b) {
+  // One pass, no branches: every quantity is computed for every element and
+  // masked. `omp simd` (-fopenmp-simd, no runtime) lets the compiler keep
+  // vector lanes of partial sums; the order is fixed by the build, so results
+  // do not depend on threads or chunking beyond the documented merge order.
+  // No value entering a max/min is NaN (non-finite inputs are masked to 0).
+#pragma omp simd reduction(+ : s_ab, s_aa, s_bb, s_abs, s_sq, s_rel, s_a, s_b, s_a2, s_b2, c_fin, \
+                               c_nan, c_inf, c_r3, c_r5, c_ulp, c_viol, c_zr, c_a, c_b)        \
+    reduction(max : m_abs, m_rel, m_relnz, m_ulp, mx_a, mx_b) reduction(min : mn_a, mn_b)
+  for (size_t i = 0; i < n; ++i) {
+    const double a = out[i], b = ref[i];
     const bool fa = std::fabs(a) <= kMax, fb = std::fabs(b) <= kMax;
     const bool na = a != a, nb = b != b;
     const bool both = fa & fb;
-    c_nan[j] += na != nb;
-    c_inf[j] += (!fa & !na) | (!fb & !nb) ? (!na & !nb & (a != b)) : 0;
+    c_nan += na != nb;
+    c_inf += ((!fa & !na) | (!fb & !nb)) & !na & !nb & (a != b);
     // Per-side statistics over finite values.
     const double ax = fa ? a : 0.0, bx = fb ? b : 0.0;
-    c_a[j] += fa;
-    c_b[j] += fb;
-    s_a[j] += ax;
-    s_b[j] += bx;
-    s_a2[j] += ax * ax;
-    s_b2[j] += bx * bx;
-    const double a_hi = fa ? a : -HUGE_VAL, a_lo = fa ? a : HUGE_VAL;
-    const double b_hi = fb ? b : -HUGE_VAL, b_lo = fb ? b : HUGE_VAL;
-    mx_a[j] = a_hi > mx_a[j] ? a_hi : mx_a[j];
-    mn_a[j] = a_lo < mn_a[j] ? a_lo : mn_a[j];
-    mx_b[j] = b_hi > mx_b[j] ? b_hi : mx_b[j];
-    mn_b[j] = b_lo < mn_b[j] ? b_lo : mn_b[j];
+    c_a += fa;
+    c_b += fb;
+    s_a += ax;
+    s_b += bx;
+    s_a2 += ax * ax;
+    s_b2 += bx * bx;
+    mx_a = std::max(mx_a, fa ? a : -HUGE_VAL);
+    mn_a = std::min(mn_a, fa ? a : HUGE_VAL);
+    mx_b = std::max(mx_b, fb ? b : -HUGE_VAL);
+    mn_b = std::min(mn_b, fb ? b : HUGE_VAL);
     // Pair metrics over positions where both are finite.
     const double x = both ? a : 0.0, y = both ? b : 0.0;
-    c_fin[j] += both;
+    c_fin += both;
     const double d = x - y, ad = std::fabs(d);
-    s_ab[j] += x * y;
-    s_aa[j] += x * x;
-    s_bb[j] += y * y;
-    s_abs[j] += ad;
-    s_sq[j] += d * d;
-    m_abs[j] = ad > m_abs[j] ? ad : m_abs[j];
+    s_ab += x * y;
+    s_aa += x * x;
+    s_bb += y * y;
+    s_abs += ad;
+    s_sq += d * d;
+    m_abs = std::max(m_abs, ad);
     const bool yz = y == 0.0;
     const double yy = yz ? kEps : y, xx = yz ? x + kEps : x;
     const double rel = std::fabs((xx - yy) / yy);
-    s_rel[j] += rel;
-    m_rel[j] = rel > m_rel[j] ? rel : m_rel[j];
-    const double relnz = yz ? 0.0 : rel;
-    m_relnz[j] = relnz > m_relnz[j] ? relnz : m_relnz[j];
-    c_zr[j] += yz & (ad != 0.0);
-    c_r3[j] += both & (rel < 0.001);
-    c_r5[j] += both & (rel < 0.005);
-    // ULP: eb from the exponent bits of the reference (0 and subnormals
-    // clamp to min_eb, as floor(log2|B|) < min_eb there).
-    const int64_t raw = static_cast<int64_t>((std::bit_cast<uint64_t>(y) >> 52) & 0x7ff) - 1023;
-    const int64_t eb = raw > min_eb ? raw : min_eb;
-    const int64_t k = mant - eb;
-    const int64_t k1 = k > 1023 ? 1023 : (k < -1022 ? -1022 : k);
-    const double ulp = ad * Pow2(k1) * Pow2(k - k1);
-    m_ulp[j] = ulp > m_ulp[j] ? ulp : m_ulp[j];
-    c_ulp[j] += ulp > 1.0;
+    s_rel += rel;
+    m_rel = std::max(m_rel, rel);
+    m_relnz = std::max(m_relnz, yz ? 0.0 : rel);
+    c_zr += yz & (ad != 0.0);
+    c_r3 += both & (rel < 0.001);
+    c_r5 += both & (rel < 0.005);
+    const double eb_pow =
+        std::max(std::bit_cast<double>(std::bit_cast<uint64_t>(y) & kExponentBits), min_pow);
+    const double ulp = ad / eb_pow * mant_pow;
+    m_ulp = std::max(m_ulp, ulp);
+    c_ulp += ulp > 1.0;
     // allclose: non-finite positions pass only when identical infinities.
-    const bool close = both ? (ad <= atol + rtol * std::fabs(y)) : (a == b);
-    c_viol[j] += !close;
-  };
-
-  size_t i = 0;
-  for (; i + kLanes <= n; i += kLanes)
-    for (size_t j = 0; j < kLanes; ++j) step(j, out[i + j], ref[i + j]);
-  for (size_t j = 0; i < n; ++i, ++j) step(j, out[i], ref[i]);
-
-  for (size_t j = 0; j < kLanes; ++j) {
-    sum_ab_ += s_ab[j];
-    sum_aa_ += s_aa[j];
-    sum_bb_ += s_bb[j];
-    sum_abs_ += s_abs[j];
-    sum_sq_ += s_sq[j];
-    sum_rel_ += s_rel[j];
-    max_abs_ = std::fmax(max_abs_, m_abs[j]);
-    max_rel_ = std::fmax(max_rel_, m_rel[j]);
-    max_rel_nonzero_ref_ = std::fmax(max_rel_nonzero_ref_, m_relnz[j]);
-    max_ulp_ = std::fmax(max_ulp_, m_ulp[j]);
-    out_sum_ += s_a[j];
-    ref_sum_ += s_b[j];
-    out_sumsq_ += s_a2[j];
-    ref_sumsq_ += s_b2[j];
-    out_max_ = std::fmax(out_max_, mx_a[j]);
-    out_min_ = std::fmin(out_min_, mn_a[j]);
-    ref_max_ = std::fmax(ref_max_, mx_b[j]);
-    ref_min_ = std::fmin(ref_min_, mn_b[j]);
-    finite_ += c_fin[j];
-    nan_mismatch_ += c_nan[j];
-    inf_mismatch_ += c_inf[j];
-    rel_1e3_ += c_r3[j];
-    rel_5e3_ += c_r5[j];
-    ulp_gt1_ += c_ulp[j];
-    allclose_viol_ += c_viol[j];
-    zero_ref_mismatch_ += c_zr[j];
-    out_count_ += c_a[j];
-    ref_count_ += c_b[j];
+    c_viol += !(both ? (ad <= atol + rtol * std::fabs(y)) : (a == b));
   }
+
+  sum_ab_ += s_ab;
+  sum_aa_ += s_aa;
+  sum_bb_ += s_bb;
+  sum_abs_ += s_abs;
+  sum_sq_ += s_sq;
+  sum_rel_ += s_rel;
+  max_abs_ = std::fmax(max_abs_, m_abs);
+  max_rel_ = std::fmax(max_rel_, m_rel);
+  max_rel_nonzero_ref_ = std::fmax(max_rel_nonzero_ref_, m_relnz);
+  max_ulp_ = std::fmax(max_ulp_, m_ulp);
+  out_sum_ += s_a;
+  ref_sum_ += s_b;
+  out_sumsq_ += s_a2;
+  ref_sumsq_ += s_b2;
+  out_max_ = std::fmax(out_max_, mx_a);
+  out_min_ = std::fmin(out_min_, mn_a);
+  ref_max_ = std::fmax(ref_max_, mx_b);
+  ref_min_ = std::fmin(ref_min_, mn_b);
+  finite_ += c_fin;
+  nan_mismatch_ += c_nan;
+  inf_mismatch_ += c_inf;
+  rel_1e3_ += c_r3;
+  rel_5e3_ += c_r5;
+  ulp_gt1_ += c_ulp;
+  allclose_viol_ += c_viol;
+  zero_ref_mismatch_ += c_zr;
+  out_count_ += c_a;
+  ref_count_ += c_b;
   n_ += n;
 }
 
