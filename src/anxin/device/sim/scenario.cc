@@ -16,10 +16,22 @@ namespace {
 constexpr uint64_t kGiB = 1024ull * 1024 * 1024;
 constexpr int kMaxDevices = 64;
 
+// Scenario times stay within a year: far beyond any drill, and far from the
+// limits of the clock's arithmetic.
+constexpr double kMaxSeconds = 365.0 * 24 * 3600;
+
+Result<double> CheckedSeconds(const ConfigNode& node) {
+  ANXIN_ASSIGN_OR_RETURN(double s, node.AsSeconds());
+  if (s > kMaxSeconds) {
+    return std::unexpected(node.MakeError(fmt::format("{} s is more than a year", s)));
+  }
+  return s;
+}
+
 Result<double> SecondsOr(const ConfigNode& node, std::string_view key, double def) {
   std::optional<ConfigNode> child = node.Find(key);
   if (!child || child->IsNull()) return def;
-  return child->AsSeconds();
+  return CheckedSeconds(*child);
 }
 
 Result<uint64_t> BytesOr(const ConfigNode& node, std::string_view key, uint64_t def) {
@@ -203,6 +215,9 @@ Status ParseEvent(const ConfigNode& node, const std::vector<SimDevice>& devices,
       bool negative = !text.empty() && text[0] == '-';
       auto bytes = ParseBytes(negative ? std::string_view(text).substr(1) : text);
       if (!bytes) return std::unexpected(bytes_node.MakeError(bytes.error().message()));
+      if (*bytes > (1ull << 50)) {
+        return std::unexpected(bytes_node.MakeError("a step of more than 1 PiB"));
+      }
       ev.step_bytes = static_cast<int64_t>(*bytes) * (negative ? -1 : 1);
       break;
     }
@@ -256,7 +271,7 @@ Status ParseEvent(const ConfigNode& node, const std::vector<SimDevice>& devices,
     }
   }
   ANXIN_ASSIGN_OR_RETURN(ConfigNode at, node.Child("at"));
-  ANXIN_ASSIGN_OR_RETURN(ev.at_seconds, at.AsSeconds());
+  ANXIN_ASSIGN_OR_RETURN(ev.at_seconds, CheckedSeconds(at));
   ANXIN_ASSIGN_OR_RETURN(ConfigNode device_node, node.Child("device"));
   ANXIN_ASSIGN_OR_RETURN(std::vector<int> indices,
                          ParseIndices(device_node, static_cast<int>(devices.size())));
