@@ -73,9 +73,43 @@ void BM_GlibcMalloc(benchmark::State& state) {
       [](uint64_t p) { std::free(reinterpret_cast<void*>(p)); });
 }
 
+// The same size over and over: the cached-block path every allocator has.
+template <typename AllocFn, typename FreeFn>
+void SameSize(benchmark::State& state, AllocFn alloc, FreeFn free) {
+  const uint64_t size = static_cast<uint64_t>(state.range(0));
+  for (auto _ : state) {
+    uint64_t p = alloc(size);
+    benchmark::DoNotOptimize(p);
+    free(p);
+  }
+}
+
+void BM_AnxinSameSize(benchmark::State& state) {
+  SimOptions sim;
+  sim.capacity = uint64_t{1} << 40;
+  auto a = std::move(*Allocator::Create(MakeSimProvider(sim), {}));
+  SameSize(
+      state, [&](uint64_t n) { return *a->Allocate(n, 0); }, [&](uint64_t p) { (void)a->Free(p); });
+}
+
+void BM_PyTorchModelSameSize(benchmark::State& state) {
+  TorchCachingModel m(0);
+  SameSize(
+      state, [&](uint64_t n) { return *m.Malloc(n, 0); }, [&](uint64_t p) { (void)m.Free(p); });
+}
+
+void BM_GlibcMallocSameSize(benchmark::State& state) {
+  SameSize(
+      state, [](uint64_t n) { return reinterpret_cast<uint64_t>(std::malloc(n)); },
+      [](uint64_t p) { std::free(reinterpret_cast<void*>(p)); });
+}
+
 BENCHMARK(BM_Anxin);
 BENCHMARK(BM_PyTorchModel);
 BENCHMARK(BM_GlibcMalloc);
+BENCHMARK(BM_AnxinSameSize)->Arg(4096)->Arg(8 << 20);
+BENCHMARK(BM_PyTorchModelSameSize)->Arg(4096)->Arg(8 << 20);
+BENCHMARK(BM_GlibcMallocSameSize)->Arg(4096)->Arg(8 << 20);
 
 }  // namespace
 

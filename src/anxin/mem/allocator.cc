@@ -86,6 +86,7 @@ struct Allocator::State {
   uint64_t quick_bytes = 0;
   // Quick lists that may hold blocks, so that flushing does not scan all sizes.
   std::vector<QuickList*> quick_lists;
+  Pool* last_pool[2] = {nullptr, nullptr};  // by small
   AllocatorStats st;
 
   ~State() {
@@ -193,7 +194,10 @@ Status UnmapIdle(State& s, Provider& pv, uint64_t want_chunks) {
   while (want_chunks > 0 && !s.idle.empty()) {
     auto [r, g] = s.idle.back();
     uint64_t va = r->base + uint64_t{g} * s.chunk;
-    ANXIN_TRY(WithContext(pv.Unmap(va, s.chunk), fmt::format("unmapping idle chunk at {:#x}", va)));
+    if (auto unmapped = pv.Unmap(va, s.chunk); !unmapped) {
+      return std::unexpected(
+          std::move(unmapped.error()).With(fmt::format("unmapping idle chunk at {:#x}", va)));
+    }
     s.idle.pop_back();
     r->idle_pos[g] = -1;
     s.cached_handles.push_back(r->handle[g]);
@@ -220,7 +224,17 @@ Error OomError(const State& s, const Provider& pv, uint64_t size, uint64_t strea
                            pv.name(), size, stream, why, DescribeStats(s, pv.TotalMemory())));
 }
 
+Pool* FindOrAddPool(State& s, uint64_t stream, bool small);
+
 Pool* GetPool(State& s, uint64_t stream, bool small) {
+  // Most programs use one stream: skip the hash lookup for the last one.
+  if (s.last_pool[small] && s.last_pool[small]->stream == stream) return s.last_pool[small];
+  Pool* p = FindOrAddPool(s, stream, small);
+  s.last_pool[small] = p;
+  return p;
+}
+
+Pool* FindOrAddPool(State& s, uint64_t stream, bool small) {
   uint64_t key = stream * 2 + (small ? 1 : 0);
   auto it = s.pools.find(key);
   if (it != s.pools.end()) return it->second;
