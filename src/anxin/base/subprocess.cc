@@ -571,6 +571,7 @@ Result<CommandOutput> RunCommand(std::vector<std::string> argv, RunOptions optio
   SubprocessOptions so;
   so.argv = std::move(argv);
   so.env = std::move(options.env);
+  so.clear_env = options.clear_env;
   so.cwd = std::move(options.cwd);
   so.timeout = options.timeout;
   so.stop_grace = std::chrono::seconds(1);

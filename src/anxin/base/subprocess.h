@@ -157,6 +157,7 @@ struct CommandOutput {
 struct RunOptions {
   std::optional<std::chrono::nanoseconds> timeout{};  // then TERM, 1 s, KILL
   std::vector<std::string> env{};                     // "NAME=VALUE" additions
+  bool clear_env = false;  // start from an empty environment, then add env
   std::string cwd{};
   // Output beyond this many bytes per stream is dropped (the child keeps
   // running; the text ends with "\n[... N bytes dropped]").
