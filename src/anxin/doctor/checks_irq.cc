@@ -61,6 +61,8 @@ Finding NicAffinity(const HostFacts& f) {
     std::string name =
         d.address + (d.net_interfaces.empty() ? "" : " (" + d.net_interfaces[0] + ")");
     const host::NumaNode* node = host::FindNode(*f.nodes, d.numa_node);
+    // One node (a VM, NUMA off): every core is local, whatever numa_node says.
+    if (node == nullptr && f.nodes->size() == 1) node = &f.nodes->front();
     if (node == nullptr) {
       Note(r, Severity::kWarn,
            name + ": firmware reports no NUMA node (numa_node " + std::to_string(d.numa_node) +
