@@ -261,7 +261,9 @@ Result<Tensor> ReadNpyFile(const std::string& path, const NpyOptions& options) {
     ANXIN_ASSIGN_OR_RETURN(opts.void_as, ReadDTypeSidecar(path));
   }
   ANXIN_ASSIGN_OR_RETURN(auto file, MappedFile::Open(path));
-  return ParseNpy(file, file->bytes(), path, opts);
+  auto t = ParseNpy(file, file->bytes(), path, opts);
+  file->ReleasePages();
+  return t;
 }
 
 }  // namespace anxin::compare

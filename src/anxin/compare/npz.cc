@@ -220,7 +220,9 @@ Result<std::vector<Tensor>> ParseNpz(std::shared_ptr<const MappedFile> file,
       }
       if (m.method == 8) {
         ANXIN_ASSIGN_OR_RETURN(auto inflated, Inflate(label, raw, data, m));
-        return ParseNpy(inflated, inflated->bytes(), label, options);
+        auto r = ParseNpy(inflated, inflated->bytes(), label, options);
+        inflated->ReleasePages();
+        return r;
       }
       return InvalidArgument(
           fmt::format("{}: compression method {} is not supported "
@@ -242,7 +244,9 @@ Result<std::vector<Tensor>> ReadNpzFile(const std::string& path, const NpyOption
     ANXIN_ASSIGN_OR_RETURN(opts.void_as, ReadDTypeSidecar(path));
   }
   ANXIN_ASSIGN_OR_RETURN(auto file, MappedFile::Open(path));
-  return ParseNpz(file, opts);
+  auto ts = ParseNpz(file, opts);
+  file->ReleasePages();
+  return ts;
 }
 
 }  // namespace anxin::compare

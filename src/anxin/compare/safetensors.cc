@@ -81,7 +81,9 @@ Result<std::vector<Tensor>> ParseSafetensors(std::shared_ptr<const MappedFile> f
 
 Result<std::vector<Tensor>> ReadSafetensorsFile(const std::string& path) {
   ANXIN_ASSIGN_OR_RETURN(auto file, MappedFile::Open(path));
-  return ParseSafetensors(file);
+  auto ts = ParseSafetensors(file);
+  file->ReleasePages();
+  return ts;
 }
 
 }  // namespace anxin::compare

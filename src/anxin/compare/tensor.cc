@@ -57,6 +57,10 @@ std::shared_ptr<const MappedFile> MappedFile::FromBytes(std::string name,
   return f;
 }
 
+void MappedFile::ReleasePages() const {
+  if (mapped_) ::madvise(const_cast<uint8_t*>(data_), size_, MADV_DONTNEED);
+}
+
 MappedFile::~MappedFile() {
   if (mapped_) ::munmap(const_cast<uint8_t*>(data_), size_);
 }
@@ -102,9 +106,11 @@ void Tensor::ReleasePages(uint64_t first, uint64_t count) const {
   const size_t size = DTypeSize(*dtype);
   uintptr_t begin = reinterpret_cast<uintptr_t>(data + first * size);
   uintptr_t end = begin + count * size;
-  // Only whole pages inside the range: neighbours may still be reading theirs.
-  begin = (begin + kPage - 1) & ~(kPage - 1);
-  end &= ~(kPage - 1);
+  // Rounded outwards so that small tensors and headers are released too. A
+  // neighbour still reading a shared edge page just faults it back in from
+  // the page cache: the mapping is private and read-only, never written.
+  begin &= ~(kPage - 1);
+  end = (end + kPage - 1) & ~(kPage - 1);
   if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
 }
 

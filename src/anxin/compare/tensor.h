@@ -40,6 +40,10 @@ class MappedFile {
   const std::string& path() const { return path_; }
   // True when bytes() is a file mapping whose pages may be dropped after use.
   bool mapped() const { return mapped_; }
+  // Drops every mapped page from this process (they stay in the page cache).
+  // Readers call it after parsing headers: with thousands of files, the pages
+  // mapped around each header would otherwise add up.
+  void ReleasePages() const;
   std::span<const uint8_t> bytes() const { return {data_, size_}; }
 
  private:
@@ -81,6 +85,7 @@ struct Tensor {
   // Drops the mapped pages holding elements [first, first + count) from this
   // process (they stay in the page cache), so reading a dump front to back
   // keeps the resident set small. A no-op for data not backed by a file.
+  // Thread safe: other readers of the same pages fault them back in.
   void ReleasePages(uint64_t first, uint64_t count) const;
 };
 
