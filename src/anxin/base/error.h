@@ -147,21 +147,20 @@ Error TakeError(std::expected<T, Error>&& r) {
 
 // Evaluates expr (a Result<T> or Status); on error returns it from the
 // enclosing function, which must return a Result or Status.
-#define ANXIN_TRY(expr)                                                   \
-  do {                                                                    \
-    auto&& anxin_try_result_ = (expr);                                    \
-    if (!anxin_try_result_) [[unlikely]]                                  \
-      return std::unexpected<::anxin::Error>(                             \
-          std::move(anxin_try_result_).error());                          \
+#define ANXIN_TRY(expr)                                                             \
+  do {                                                                              \
+    auto&& anxin_try_result_ = (expr);                                              \
+    if (!anxin_try_result_) [[unlikely]]                                            \
+      return std::unexpected<::anxin::Error>(std::move(anxin_try_result_).error()); \
   } while (false)
 
 // Declares lhs from the value of expr (a Result<T>), or returns its error.
 #define ANXIN_ASSIGN_OR_RETURN(lhs, expr) \
   ANXIN_ASSIGN_OR_RETURN_IMPL_(ANXIN_CONCAT_(anxin_aor_, __LINE__), lhs, expr)
-#define ANXIN_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr)                          \
-  auto tmp = (expr);                                                          \
-  if (!tmp) [[unlikely]]                                                      \
-    return std::unexpected<::anxin::Error>(std::move(tmp).error());           \
+#define ANXIN_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr)                \
+  auto tmp = (expr);                                                \
+  if (!tmp) [[unlikely]]                                            \
+    return std::unexpected<::anxin::Error>(std::move(tmp).error()); \
   lhs = std::move(tmp).value()
 
 #endif  // ANXIN_BASE_ERROR_H_
