@@ -23,7 +23,7 @@ std::string Anxin() {
   return env && *env ? env : std::string(ANXIN_BINARY_DIR) + "/anxin";
 }
 
-CommandOutput Run(std::vector<std::string> args) {
+CommandOutput RunAnxin(std::vector<std::string> args) {
   args.insert(args.begin(), Anxin());
   auto r = RunCommand(args, {.timeout = std::chrono::seconds(60)});
   EXPECT_TRUE(r.has_value()) << r.error().ToString();
@@ -49,7 +49,7 @@ class CompareCli : public ::testing::Test {
 testing::ScratchDir* CompareCli::dir_ = nullptr;
 
 TEST_F(CompareCli, HelpListsTheOptions) {
-  auto r = Run({"compare", "--help"});
+  auto r = RunAnxin({"compare", "--help"});
   EXPECT_EQ(r.exit_code, 0);
   EXPECT_THAT(r.stdout_text, HasSubstr("--fuzzy"));
   EXPECT_THAT(r.stdout_text, HasSubstr("--html"));
@@ -58,8 +58,8 @@ TEST_F(CompareCli, HelpListsTheOptions) {
 
 TEST_F(CompareCli, DumpsWithADivergingOpFailWithReports) {
   std::string html = *dir_ / "r.html", csv = *dir_ / "r.csv";
-  auto r = Run({"--json", "compare", *dir_ / "npu", *dir_ / "gpu", "--map", *dir_ / "map.yaml",
-                "--html", html, "--csv", csv});
+  auto r = RunAnxin({"--json", "compare", *dir_ / "npu", *dir_ / "gpu", "--map", *dir_ / "map.yaml",
+                     "--html", html, "--csv", csv});
   EXPECT_EQ(r.exit_code, 1) << r.stderr_text;
   auto j = nlohmann::json::parse(r.stdout_text, nullptr, false);
   ASSERT_FALSE(j.is_discarded()) << r.stdout_text;
@@ -69,43 +69,44 @@ TEST_F(CompareCli, DumpsWithADivergingOpFailWithReports) {
   EXPECT_THAT(testing::ReadAll(html), HasSubstr("<svg"));
   EXPECT_THAT(testing::ReadAll(csv), HasSubstr("Functional.softmax.0.forward.output.0"));
 
-  auto table = Run({"compare", *dir_ / "npu", *dir_ / "gpu"});
+  auto table = RunAnxin({"compare", *dir_ / "npu", *dir_ / "gpu"});
   EXPECT_EQ(table.exit_code, 1);
   EXPECT_THAT(table.stdout_text, HasSubstr("first divergence"));
   EXPECT_THAT(table.stdout_text, HasSubstr("unmatched in output (3)"));
 }
 
 TEST_F(CompareCli, SameDumpPasses) {
-  auto r = Run({"compare", *dir_ / "gpu", *dir_ / "gpu"});
+  auto r = RunAnxin({"compare", *dir_ / "gpu", *dir_ / "gpu"});
   EXPECT_EQ(r.exit_code, 0) << r.stdout_text << r.stderr_text;
   std::string stats = std::string(ANXIN_SHARED_DIR) + "/fixtures/msprobe/gpu_dump/step0/proc2016";
-  EXPECT_EQ(Run({"compare", stats, stats}).exit_code, 0);
+  EXPECT_EQ(RunAnxin({"compare", stats, stats}).exit_code, 0);
 }
 
 TEST_F(CompareCli, RefComparesOneTensor) {
-  auto ok = Run({"compare", "ref", *dir_ / "good.npy", *dir_ / "ref.npy"});
+  auto ok = RunAnxin({"compare", "ref", *dir_ / "good.npy", *dir_ / "ref.npy"});
   EXPECT_EQ(ok.exit_code, 0) << ok.stdout_text << ok.stderr_text;
   EXPECT_THAT(ok.stdout_text, HasSubstr(": pass"));
   EXPECT_THAT(ok.stdout_text, HasSubstr("max_ulp_err"));
-  auto bad = Run({"--json", "compare", "ref", *dir_ / "bad.npy", *dir_ / "ref.npy"});
+  auto bad = RunAnxin({"--json", "compare", "ref", *dir_ / "bad.npy", *dir_ / "ref.npy"});
   EXPECT_EQ(bad.exit_code, 1);
   auto j = nlohmann::json::parse(bad.stdout_text, nullptr, false);
   ASSERT_FALSE(j.is_discarded()) << bad.stdout_text;
   EXPECT_EQ(j["verdict"], "fail");
-  EXPECT_DOUBLE_EQ(j["metrics"]["max_abs_err"].get<double>(), 0.5);
+  EXPECT_NEAR(j["metrics"]["max_abs_err"].get<double>(), 0.5, 1e-6);  // float32 rounding
 }
 
 TEST_F(CompareCli, BadInputIsAUsageErrorNamingTheProblem) {
-  auto missing = Run({"compare", *dir_ / "nope", *dir_ / "gpu"});
+  auto missing = RunAnxin({"compare", *dir_ / "nope", *dir_ / "gpu"});
   EXPECT_EQ(missing.exit_code, 2);
   EXPECT_THAT(missing.stderr_text, HasSubstr("error: reading the output dump"));
   std::string bytes = testing::ReadAll(*dir_ / "good.npy");
   std::ofstream(*dir_ / "cut.npy", std::ios::binary) << bytes.substr(0, bytes.size() / 2);
-  auto cut = Run({"compare", "ref", *dir_ / "cut.npy", *dir_ / "ref.npy"});
+  auto cut = RunAnxin({"compare", "ref", *dir_ / "cut.npy", *dir_ / "ref.npy"});
   EXPECT_EQ(cut.exit_code, 2);
   EXPECT_THAT(cut.stderr_text, HasSubstr("cut.npy: offset"));
   std::ofstream(*dir_ / "bad.yaml") << "default: {pass_cosine: [1]}\n";
-  auto thr = Run({"compare", *dir_ / "gpu", *dir_ / "gpu", "--thresholds", *dir_ / "bad.yaml"});
+  auto thr =
+      RunAnxin({"compare", *dir_ / "gpu", *dir_ / "gpu", "--thresholds", *dir_ / "bad.yaml"});
   EXPECT_EQ(thr.exit_code, 2);
   EXPECT_THAT(thr.stderr_text, HasSubstr("bad.yaml:1:"));
 }
