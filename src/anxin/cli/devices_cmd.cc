@@ -19,8 +19,8 @@ namespace anxin::cli {
 namespace {
 
 struct Options {
-  std::string backend = std::string(device::kDefaultBackend);
-  std::string scenario;
+  std::string backend;   // "" = device.backend from the configuration
+  std::string scenario;  // "" = device.scenario from the configuration
   bool json = false;
   bool watch = false;
   std::string interval = "1s";
@@ -51,7 +51,11 @@ int Run(const Options& o, const GlobalOptions& g) {
     virtual_clock->set_auto_advance(true);
     clock = &*virtual_clock;
   }
-  auto backend = device::CreateBackend(o.backend, {.scenario = o.scenario, .clock = clock});
+  // Flags win over the configuration file and ANXIN_DEVICE_BACKEND / ANXIN_SCENARIO.
+  std::string backend_name = !o.backend.empty() ? o.backend : g.config.device.backend;
+  if (backend_name.empty()) backend_name = std::string(device::kDefaultBackend);
+  const std::string& scenario = !o.scenario.empty() ? o.scenario : g.config.device.scenario;
+  auto backend = device::CreateBackend(backend_name, {.scenario = scenario, .clock = clock});
   if (!backend) return ReportError(backend.error());
   if (virtual_clock) virtual_clock->Advance(FromSeconds(at_seconds));
 
@@ -87,10 +91,11 @@ int Run(const Options& o, const GlobalOptions& g) {
 
 CommandMain Setup(CLI::App& app) {
   auto o = std::make_shared<Options>();
-  app.add_option("--backend", o->backend, "device backend: sim (default)");
+  app.add_option("--backend", o->backend,
+                 "device backend: sim (default; config device.backend, env ANXIN_DEVICE_BACKEND)");
   app.add_option("--scenario", o->scenario,
                  "sim: scenario YAML file, or a built-in one: default (8 x Ascend910C), demo, "
-                 "faults, h100-node");
+                 "faults, h100-node (default: config device.scenario, env ANXIN_SCENARIO)");
   app.add_flag("--json", o->json, "print JSON (one document; JSON lines with --watch)");
   app.add_flag("--watch", o->watch, "refresh until Ctrl-C (or --count frames)");
   app.add_option("--interval", o->interval, "refresh interval for --watch, e.g. 1s, 500ms")
