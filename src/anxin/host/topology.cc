@@ -143,7 +143,10 @@ std::vector<std::string_view> Cells(std::string_view line) {
 
 std::map<int, std::string> ParseNpuSmiBusIds(std::string_view text) {
   std::map<int, std::string> out;
-  std::optional<int64_t> pending_npu;
+  // A plain id with a sentinel rather than std::optional: g++ 12 at -O2 warns
+  // (falsely) that the optional's value may be used uninitialised.
+  constexpr int64_t kNone = -1;
+  int64_t pending_npu = kNone;
   for (std::string_view line : SplitLines(text)) {
     if (line.empty() || line.front() != '|') {
       continue;  // borders (+---+, +===+) keep the pending NPU id
@@ -153,14 +156,14 @@ std::map<int, std::string> ParseNpuSmiBusIds(std::string_view text) {
     std::string_view first = cells[1];
     auto words = SplitWords(first);
     std::string_view second = cells[2];
-    if (pending_npu && LooksLikeBusId(second)) {
-      out[static_cast<int>(*pending_npu)] = NormalizePciAddress(second);
-      pending_npu.reset();
+    if (pending_npu != kNone && LooksLikeBusId(second)) {
+      out[static_cast<int>(pending_npu)] = NormalizePciAddress(second);
+      pending_npu = kNone;
       continue;
     }
     // "| 0     910B2C | OK | ..." : an id followed by a model name.
     if (words.size() >= 2) {
-      if (auto id = ParseInt(words[0])) pending_npu = id;
+      if (auto id = ParseInt(words[0]); id && *id >= 0) pending_npu = *id;
     }
   }
   return out;
