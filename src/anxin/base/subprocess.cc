@@ -53,13 +53,9 @@ Result<std::string> ResolveExecutable(const std::string& argv0, const std::strin
   std::string_view rest = path_env;
   while (true) {
     size_t colon = rest.find(':');
-    // Built from views and appended piecewise: g++ 12 at -O3 reports a false
-    // -Wrestrict when a std::string is reassigned or concatenated here.
-    std::string_view dir = rest.substr(0, colon);
+    std::string dir(rest.substr(0, colon));
     if (dir.empty()) dir = ".";
-    std::string candidate;
-    candidate.reserve(dir.size() + 1 + argv0.size());
-    candidate.append(dir).append(1, '/').append(argv0);
+    std::string candidate = dir + "/" + argv0;
     struct stat st {};
     if (::stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
         ::access(candidate.c_str(), X_OK) == 0) {
