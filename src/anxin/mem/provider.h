@@ -51,6 +51,8 @@ class Provider {
   [[nodiscard]] virtual Status ReleasePhysical(PhysicalHandle handle, uint64_t size) = 0;
   // Maps `handle` (of `size` bytes) at `va` with read/write access.
   [[nodiscard]] virtual Status Map(uint64_t va, uint64_t size, PhysicalHandle handle) = 0;
+  // Unmaps the range; returns only once no device work queued before the call
+  // can still touch it (freed blocks may be in use by kernels in flight).
   [[nodiscard]] virtual Status Unmap(uint64_t va, uint64_t size) = 0;
 
   // Plain device allocation (cudaMalloc-like); every provider supports it.

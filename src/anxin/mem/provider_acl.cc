@@ -46,6 +46,7 @@ struct AclApi {
   aclError (*aclrtFreePhysical)(aclrtDrvMemHandle);
   aclError (*aclrtMapMem)(void*, size_t, size_t, aclrtDrvMemHandle, uint64_t);
   aclError (*aclrtUnmapMem)(void*);
+  aclError (*aclrtSynchronizeDevice)();
   aclError (*aclrtMemGetAllocationGranularity)(AclPhysicalMemProp*, int, size_t*);
 };
 
@@ -90,7 +91,10 @@ class AclProvider final : public Provider {
                                   reinterpret_cast<aclrtDrvMemHandle>(handle), 0),
                  "aclrtMapMem");
   }
+  // As with CUDA, a freed block may still be in use by tasks queued on its
+  // stream: drain the device before the physical memory leaves the range.
   Status Unmap(uint64_t va, uint64_t) override {
+    ANXIN_TRY(Check(api_.aclrtSynchronizeDevice(), "aclrtSynchronizeDevice"));
     return Check(api_.aclrtUnmapMem(reinterpret_cast<void*>(va)), "aclrtUnmapMem");
   }
   Result<uint64_t> Allocate(uint64_t size) override {
@@ -146,6 +150,7 @@ Result<std::unique_ptr<Provider>> MakeAclProvider(int device) {
              Load(lib, "aclrtFreePhysical", api.aclrtFreePhysical) &&
              Load(lib, "aclrtMapMem", api.aclrtMapMem) &&
              Load(lib, "aclrtUnmapMem", api.aclrtUnmapMem) &&
+             Load(lib, "aclrtSynchronizeDevice", api.aclrtSynchronizeDevice) &&
              Load(lib, "aclrtMemGetAllocationGranularity", api.aclrtMemGetAllocationGranularity);
   if (aclError rc = api.aclrtSetDevice(device); rc != 0) {
     return Unavailable(fmt::format(

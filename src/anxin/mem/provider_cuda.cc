@@ -53,6 +53,7 @@ struct CudaApi {
   CUresult (*cuDeviceTotalMem)(size_t*, CUdevice);
   CUresult (*cuCtxGetCurrent)(CUcontext*);
   CUresult (*cuCtxSetCurrent)(CUcontext);
+  CUresult (*cuCtxSynchronize)();
   CUresult (*cuDevicePrimaryCtxRetain)(CUcontext*, CUdevice);
   CUresult (*cuGetErrorString)(CUresult, const char**);
   CUresult (*cuMemGetAllocationGranularity)(size_t*, const CUmemAllocationProp*, int);
@@ -122,7 +123,15 @@ class CudaProvider final : public Provider {
     }
     return Ok();
   }
+  // cuMemUnmap does not wait for work queued on the device. A block the
+  // framework has freed may still be read or written by kernels in flight on
+  // its stream (the caching-allocator contract: reuse on the same stream is
+  // ordered, but unmapping is not), so wait for the context to drain first.
+  // Remaps and empty_cache are rare, so one synchronisation per unmap costs
+  // little; without it a remap while a step runs is an illegal address.
   Status Unmap(uint64_t va, uint64_t size) override {
+    ANXIN_TRY(Bind());
+    ANXIN_TRY(Check(api_.cuCtxSynchronize(), "cuCtxSynchronize"));
     return Check(api_.cuMemUnmap(va, size), "cuMemUnmap");
   }
   Result<uint64_t> Allocate(uint64_t size) override {
@@ -184,6 +193,7 @@ Result<std::unique_ptr<Provider>> MakeCudaProvider(int device) {
             Load(api.lib, "cuDeviceTotalMem_v2", api.cuDeviceTotalMem) &&
             Load(api.lib, "cuCtxGetCurrent", api.cuCtxGetCurrent) &&
             Load(api.lib, "cuCtxSetCurrent", api.cuCtxSetCurrent) &&
+            Load(api.lib, "cuCtxSynchronize", api.cuCtxSynchronize) &&
             Load(api.lib, "cuDevicePrimaryCtxRetain", api.cuDevicePrimaryCtxRetain) &&
             Load(api.lib, "cuGetErrorString", api.cuGetErrorString) &&
             Load(api.lib, "cuMemAlloc_v2", api.cuMemAlloc) &&
