@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <bit>
 #include <set>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -562,28 +563,36 @@ Result<uint64_t> Allocator::Allocate(uint64_t size, uint64_t stream) {
   }
 
   // Take the block out of the free index, splitting off the remainder.
-  p->free.erase(b);
-  if (b->size > rs) {
-    Block* rest = NewBlock(s);
-    rest->addr = b->addr + rs;
-    rest->size = b->size - rs;
-    rest->region = b->region;
-    rest->prev = b;
-    rest->next = b->next;
-    if (b->next) b->next->prev = rest;
-    b->next = rest;
-    b->size = rs;
-    p->free.insert(rest);
-  }
-  b->state = BlockState::kAllocated;
-  b->requested = size;
+  auto take = [&] {
+    p->free.erase(b);
+    if (b->size > rs) {
+      Block* rest = NewBlock(s);
+      rest->addr = b->addr + rs;
+      rest->size = b->size - rs;
+      rest->region = b->region;
+      rest->prev = b;
+      rest->next = b->next;
+      if (b->next) b->next->prev = rest;
+      b->next = rest;
+      b->size = rs;
+      p->free.insert(rest);
+    }
+    b->state = BlockState::kAllocated;
+    b->requested = size;
+  };
+  take();
 
   if (s.vm) {
     AcquireChunks(s, b);
     Region* r = b->region;
-    auto [lo, hi] = ChunkRange(s, *r, b->addr, b->size);
-    uint64_t need = 0;
-    for (uint64_t g = lo; g < hi; ++g) need += r->handle[g] == kNoHandle;
+    uint64_t lo = 0, hi = 0, need = 0;
+    auto count_need = [&] {
+      r = b->region;
+      std::tie(lo, hi) = ChunkRange(s, *r, b->addr, b->size);
+      need = 0;
+      for (uint64_t g = lo; g < hi; ++g) need += r->handle[g] == kNoHandle;
+    };
+    count_need();
     auto fail = [&](const std::string& why) -> Result<uint64_t> {
       Error e = OomError(s, pv, size, stream, why);
       ++s.st.ooms;
@@ -596,10 +605,20 @@ Result<uint64_t> Allocator::Allocate(uint64_t size, uint64_t stream) {
       if (free_memory_over_threshold() ||
           s.st.reserved_bytes + shortfall * s.chunk > s.pool_limit) {
         // Idle chunks first; cached blocks only if they are not enough, so
-        // the per-size caches survive most reclaims.
-        ANXIN_TRY(UnmapIdle(s, pv, shortfall));
-        if (s.cached_handles.size() < need) {
+        // the per-size caches survive most reclaims. Then the cached blocks
+        // go back to the free index, where they merge, and the block is
+        // chosen again: the best fit now often lies over chunks that are
+        // still mapped, which saves remapping them.
+        if (s.idle.size() < shortfall && s.quick_bytes > 0) {
+          ReleaseChunks(s, b);
+          InsertFree(s, b);
           FlushQuick(s);
+          b = FindFree(p, rs);
+          take();
+          AcquireChunks(s, b);
+          count_need();
+        }
+        if (s.cached_handles.size() < need) {
           ANXIN_TRY(UnmapIdle(s, pv, need - s.cached_handles.size()));
         }
         ++s.st.reclaims;

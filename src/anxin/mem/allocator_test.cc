@@ -192,6 +192,37 @@ TEST(AllocatorTest, RemapsIdleChunksInsteadOfGrowing) {
   EXPECT_THAT(a->CheckInvariants(), IsOk());
 }
 
+// Cached blocks that, once returned and merged, hold the request over chunks
+// that are still mapped: the allocator places it there instead of remapping
+// those chunks under fresh address space.
+TEST(AllocatorTest, ReclaimPlacesTheBlockOverStillMappedChunks) {
+  AllocatorOptions o;
+  o.fragment_threshold = 0;
+  auto a = Make(Backed(64 * kMiB), o);
+  auto first = a->Allocate(6 * kMiB);
+  auto second = a->Allocate(6 * kMiB);
+  auto guard = a->Allocate(6 * kMiB);
+  ASSERT_THAT(first, IsOk());
+  ASSERT_THAT(second, IsOk());
+  ASSERT_THAT(guard, IsOk());
+  std::memset(reinterpret_cast<void*>(*guard), 7, 6 * kMiB);
+  ASSERT_EQ(*second, *first + 6 * kMiB);
+  ASSERT_THAT(a->Free(*first), IsOk());
+  ASSERT_THAT(a->Free(*second), IsOk());
+  AllocatorStats before = a->Stats();
+  auto big = a->Allocate(12 * kMiB);
+  ASSERT_THAT(big, IsOk());
+  EXPECT_EQ(*big, *first);
+  std::memset(reinterpret_cast<void*>(*big), 1, 12 * kMiB);
+  AllocatorStats after = a->Stats();
+  EXPECT_EQ(after.reserved_bytes, before.reserved_bytes);
+  EXPECT_EQ(after.unmaps, before.unmaps);
+  EXPECT_EQ(after.maps, before.maps);
+  EXPECT_EQ(after.retries, before.retries + 1);
+  EXPECT_EQ(reinterpret_cast<const uint8_t*>(*guard)[6 * kMiB - 1], 7);
+  EXPECT_THAT(a->CheckInvariants(), IsOk());
+}
+
 TEST(AllocatorTest, StreamsDoNotShareFreedBlocks) {
   auto a = Make(Backed(64 * kMiB));
   auto p = a->Allocate(8192, 1);
