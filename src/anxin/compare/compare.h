@@ -6,11 +6,12 @@
 //   CompareReport report = CompareDumps(npu, gpu, CompareOptions{});
 //   if (report.fail > 0) ...   // report.first_divergence names the first bad op
 //
-// Work is split into chunks of a few MiB across and within tensors; every
-// chunk is converted to float64 in small blocks (never a whole tensor) and
-// its mapped pages are released once read, so memory stays bounded. Chunk
-// results are merged in a fixed order: the numbers do not depend on the
-// number of threads.
+// Work is split into chunks of a few MiB across and within tensors; the
+// metric kernel decodes each chunk's stored dtype itself, in L1-sized blocks
+// (never a whole tensor as float64), and the chunk's mapped pages are
+// released once read, so memory stays bounded. Chunk results are merged in a
+// fixed order: the numbers depend neither on the number of threads nor on
+// the instruction set the kernel runs on.
 #ifndef ANXIN_COMPARE_COMPARE_H_
 #define ANXIN_COMPARE_COMPARE_H_
 

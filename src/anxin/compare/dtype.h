@@ -1,8 +1,9 @@
 // Element types of tensor dumps and their conversion to float64.
 //
-// Every reader maps its file's type names onto DType; the metric kernels see
-// only float64 values produced by ConvertToDouble, so half-precision and fp8
-// formats are decoded in software and need no hardware support.
+// Every reader maps its file's type names onto DType. The metric kernel
+// decodes float32, float16 and bfloat16 itself (metrics.h); every other type,
+// and byte-swapped data, reaches it as float64 from ConvertToDouble, which
+// decodes half-precision and fp8 formats in software.
 //
 //   double buf[256];
 //   ConvertToDouble(DType::kBFloat16, bytes, /*swap_bytes=*/false, 256, buf);

@@ -1,39 +1,94 @@
 #include "anxin/compare/metrics.h"
 
 #include <algorithm>
-#include <cfloat>
 #include <cmath>
-#include <cstring>
 #include <limits>
-#include <type_traits>
 
 namespace anxin::compare {
 namespace {
 
-// Two float64 lanes, one SSE2 register: wider vectors would be split into
-// element-wise code on the baseline x86-64 target.
-constexpr size_t kLanes = 2;
-using V = double __attribute__((vector_size(kLanes * sizeof(double))));
-using M = int64_t __attribute__((vector_size(kLanes * sizeof(int64_t))));
-constexpr int64_t kExponentBits = 0x7ff0000000000000ll;
-
-V Splat(double x) { return V{x, x}; }
-V Abs(V x) { return reinterpret_cast<V>(reinterpret_cast<M>(x) & 0x7fffffffffffffffll); }
-// Same as std::max / std::min for operands that are not NaN.
-V Max(V a, V b) { return a < b ? b : a; }
-V Min(V a, V b) { return b < a ? b : a; }
-const M kTrue = {-1, -1};
-V Load(const double* p) {
-  V v;
-  std::memcpy(&v, p, sizeof(V));
-  return v;
+bool CpuHas(KernelPath path) {
+  switch (path) {
+    case KernelPath::kAvx512:
+      return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+             __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+             __builtin_cpu_supports("f16c") && __builtin_cpu_supports("popcnt");
+    case KernelPath::kAvx2:
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+             __builtin_cpu_supports("f16c") && __builtin_cpu_supports("popcnt");
+    default:
+      return true;
+  }
 }
-double Sum(V v) { return v[0] + v[1]; }
-int64_t Count(M c) { return c[0] + c[1]; }
-double HMax(V v) { return std::max(v[0], v[1]); }
-double HMin(V v) { return std::min(v[0], v[1]); }
+
+KernelPath Best() {
+  static const KernelPath best = CpuHas(KernelPath::kAvx512) ? KernelPath::kAvx512
+                                 : CpuHas(KernelPath::kAvx2) ? KernelPath::kAvx2
+                                                             : KernelPath::kBaseline;
+  return best;
+}
+
+void RunKernel(KernelPath path, const kernel::Args& args, kernel::Sums& sums) {
+  if (path == KernelPath::kAuto || !CpuHas(path)) path = Best();
+  switch (path) {
+    case KernelPath::kAvx512:
+      return kernel::RunAvx512(args, sums);
+    case KernelPath::kAvx2:
+      return kernel::RunAvx2(args, sums);
+    default:
+      return kernel::RunBaseline(args, sums);
+  }
+}
+
+// The formats the kernel decodes itself.
+std::optional<kernel::Format> FormatOf(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat64:
+      return kernel::Format::kF64;
+    case DType::kFloat32:
+      return kernel::Format::kF32;
+    case DType::kFloat16:
+      return kernel::Format::kF16;
+    case DType::kBFloat16:
+      return kernel::Format::kBF16;
+    default:
+      return std::nullopt;
+  }
+}
+
+kernel::Args ArgsFor(const MetricParams& p, size_t n) {
+  kernel::Args a{};
+  a.n = n;
+  a.rtol = p.rtol;
+  a.atol = p.atol;
+  a.ulp_mantissa_bits = p.ulp_mantissa_bits;
+  a.ulp_min_exponent = p.ulp_min_exponent;
+  a.out_format = a.ref_format = kernel::Format::kF64;
+  return a;
+}
 
 }  // namespace
+
+std::string_view KernelPathName(KernelPath path) {
+  switch (path) {
+    case KernelPath::kAuto:
+      return "auto";
+    case KernelPath::kBaseline:
+      return "baseline";
+    case KernelPath::kAvx2:
+      return "avx2";
+    case KernelPath::kAvx512:
+      return "avx512";
+  }
+  return "?";
+}
+
+std::vector<KernelPath> AvailableKernelPaths() {
+  std::vector<KernelPath> paths{KernelPath::kBaseline};
+  for (KernelPath p : {KernelPath::kAvx2, KernelPath::kAvx512})
+    if (CpuHas(p)) paths.push_back(p);
+  return paths;
+}
 
 MetricParams MetricParams::For(DType out, DType ref) {
   MetricParams p;
@@ -50,210 +105,136 @@ MetricParams MetricParams::For(DType out, DType ref) {
 
 void MetricAccumulator::Add(const MetricParams& params, const double* out, const double* ref,
                             size_t n) {
-  const V kMax = Splat(DBL_MAX), kEps = Splat(DBL_EPSILON), kZero = Splat(0.0), kOne = Splat(1.0);
-  const V kInf = Splat(HUGE_VAL), kNegInf = Splat(-HUGE_VAL), kNaN = Splat(std::nan(""));
-  const V k1e3 = Splat(0.001), k5e3 = Splat(0.005);
-  const V rtol = Splat(params.rtol), atol = Splat(params.atol);
-  // ULP scale 2^(mant - eb) as a division by 2^eb: 2^eb is the reference's
-  // exponent bits alone (0 for zeros and subnormals), raised to 2^min_eb.
-  // Scaling by powers of two is exact, so this equals NumPy's ldexp.
-  const V min_pow = Splat(std::ldexp(1.0, params.ulp_min_exponent));
-  const V mant_pow = Splat(std::ldexp(1.0, params.ulp_mantissa_bits));
-
-  V s_ab = kZero, s_aa = kZero, s_bb = kZero, s_abs = kZero, s_sq = kZero, s_rel = kZero;
-  V s_a = kZero, s_b = kZero, s_a2 = kZero, s_b2 = kZero;
-  V m_abs = kZero, m_rel = kZero, m_relnz = kZero, m_ulp = kZero;
-  V mx_a = kNegInf, mn_a = kInf, mx_b = kNegInf, mn_b = kInf;
-  M c_fin{}, c_nan{}, c_inf{}, c_r3{}, c_r5{}, c_ulp{}, c_viol{}, c_zr{}, c_a{}, c_b{};
-
-  // Every quantity is computed for all lanes and masked, with no branches, so
-  // the whole pass runs on vectors. Comparisons give lane masks of -1, hence
-  // counters subtract them. No value entering a max/min is NaN (non-finite
-  // inputs are masked to 0), so plain compare-and-select is exact. Lanes hold
-  // partial sums in a fixed order, so results do not depend on the ISA.
-  // With all_finite (a std::true_type) the finiteness masks are constants and
-  // the compiler drops the non-finite bookkeeping: the common case runs about
-  // half the instructions.
-  auto step = [&](V a, V b, auto all_finite) {
-    constexpr bool kFinite = decltype(all_finite)::value;
-    const M fa = kFinite ? kTrue : M(Abs(a) <= kMax), fb = kFinite ? kTrue : M(Abs(b) <= kMax);
-    const M na = kFinite ? M{} : M(a != a), nb = kFinite ? M{} : M(b != b);
-    const M both = fa & fb;
-    c_nan -= na ^ nb;
-    c_inf -= ((~fa & ~na) | (~fb & ~nb)) & ~na & ~nb & (a != b);
-    // Per-side statistics over finite values.
-    const V ax = fa ? a : kZero, bx = fb ? b : kZero;
-    c_a -= fa;
-    c_b -= fb;
-    s_a += ax;
-    s_b += bx;
-    s_a2 += ax * ax;
-    s_b2 += bx * bx;
-    mx_a = Max(mx_a, fa ? a : kNegInf);
-    mn_a = Min(mn_a, fa ? a : kInf);
-    mx_b = Max(mx_b, fb ? b : kNegInf);
-    mn_b = Min(mn_b, fb ? b : kInf);
-    // Pair metrics over positions where both are finite.
-    const V x = both ? a : kZero, y = both ? b : kZero;
-    c_fin -= both;
-    const V d = x - y, ad = Abs(d);
-    s_ab += x * y;
-    s_aa += x * x;
-    s_bb += y * y;
-    s_abs += ad;
-    s_sq += d * d;
-    m_abs = Max(m_abs, ad);
-    const M yz = y == kZero;
-    const V yy = yz ? kEps : y, xx = yz ? x + kEps : x;
-    const V rel = Abs((xx - yy) / yy);
-    s_rel += rel;
-    m_rel = Max(m_rel, rel);
-    m_relnz = Max(m_relnz, yz ? kZero : rel);
-    c_zr -= yz & (ad != kZero);
-    c_r3 -= both & (rel < k1e3);
-    c_r5 -= both & (rel < k5e3);
-    const V eb_pow = Max(reinterpret_cast<V>(reinterpret_cast<M>(y) & kExponentBits), min_pow);
-    const V ulp = ad / eb_pow * mant_pow;
-    m_ulp = Max(m_ulp, ulp);
-    c_ulp -= ulp > kOne;
-    // allclose: non-finite positions pass only when identical infinities.
-    c_viol -= ~(both ? (ad <= atol + rtol * Abs(y)) : (a == b));
-  };
-  // Sub-blocks small enough to stay in L1 between the finiteness check and
-  // the metric pass.
-  constexpr size_t kSub = 512;
-  size_t i = 0;
-  int64_t padding = 0;
-  for (; i + kLanes <= n;) {
-    const size_t end = i + std::min(kSub, (n - i) / kLanes * kLanes);
-    // x * 0 is 0 for finite x and NaN otherwise.
-    V probe = kZero;
-    for (size_t k = i; k < end; k += kLanes) probe += Load(out + k) * kZero + Load(ref + k) * kZero;
-    if (Sum(probe) == 0.0) {
-      for (; i < end; i += kLanes) step(Load(out + i), Load(ref + i), std::true_type{});
-    } else {
-      for (; i < end; i += kLanes) step(Load(out + i), Load(ref + i), std::false_type{});
-    }
-  }
-  if (i < n) {
-    // Padding lanes are NaN on both sides: they add nothing but one allclose
-    // violation each (NaN is never equal), taken back below.
-    V a = kNaN, b = kNaN;
-    for (size_t k = 0; i + k < n; ++k) {
-      a[k] = out[i + k];
-      b[k] = ref[i + k];
-    }
-    step(a, b, std::false_type{});
-    padding = static_cast<int64_t>(i + kLanes - n);
-  }
-
-  sum_ab_ += Sum(s_ab);
-  sum_aa_ += Sum(s_aa);
-  sum_bb_ += Sum(s_bb);
-  sum_abs_ += Sum(s_abs);
-  sum_sq_ += Sum(s_sq);
-  sum_rel_ += Sum(s_rel);
-  max_abs_ = std::fmax(max_abs_, HMax(m_abs));
-  max_rel_ = std::fmax(max_rel_, HMax(m_rel));
-  max_rel_nonzero_ref_ = std::fmax(max_rel_nonzero_ref_, HMax(m_relnz));
-  max_ulp_ = std::fmax(max_ulp_, HMax(m_ulp));
-  out_sum_ += Sum(s_a);
-  ref_sum_ += Sum(s_b);
-  out_sumsq_ += Sum(s_a2);
-  ref_sumsq_ += Sum(s_b2);
-  out_max_ = std::fmax(out_max_, HMax(mx_a));
-  out_min_ = std::fmin(out_min_, HMin(mn_a));
-  ref_max_ = std::fmax(ref_max_, HMax(mx_b));
-  ref_min_ = std::fmin(ref_min_, HMin(mn_b));
-  finite_ += Count(c_fin);
-  nan_mismatch_ += Count(c_nan);
-  inf_mismatch_ += Count(c_inf);
-  rel_1e3_ += Count(c_r3);
-  rel_5e3_ += Count(c_r5);
-  ulp_gt1_ += Count(c_ulp);
-  allclose_viol_ += Count(c_viol) - padding;
-  zero_ref_mismatch_ += Count(c_zr);
-  out_count_ += Count(c_a);
-  ref_count_ += Count(c_b);
-  n_ += n;
+  kernel::Args a = ArgsFor(params, n);
+  a.out = out;
+  a.ref = ref;
+  RunKernel(params.path, a, s_);
 }
 
-void MetricAccumulator::Merge(const MetricAccumulator& o) {
-  n_ += o.n_;
-  finite_ += o.finite_;
-  nan_mismatch_ += o.nan_mismatch_;
-  inf_mismatch_ += o.inf_mismatch_;
-  rel_1e3_ += o.rel_1e3_;
-  rel_5e3_ += o.rel_5e3_;
-  ulp_gt1_ += o.ulp_gt1_;
-  allclose_viol_ += o.allclose_viol_;
-  zero_ref_mismatch_ += o.zero_ref_mismatch_;
-  sum_ab_ += o.sum_ab_;
-  sum_aa_ += o.sum_aa_;
-  sum_bb_ += o.sum_bb_;
-  sum_abs_ += o.sum_abs_;
-  sum_sq_ += o.sum_sq_;
-  sum_rel_ += o.sum_rel_;
-  max_abs_ = std::fmax(max_abs_, o.max_abs_);
-  max_rel_ = std::fmax(max_rel_, o.max_rel_);
-  max_rel_nonzero_ref_ = std::fmax(max_rel_nonzero_ref_, o.max_rel_nonzero_ref_);
-  max_ulp_ = std::fmax(max_ulp_, o.max_ulp_);
-  out_count_ += o.out_count_;
-  ref_count_ += o.ref_count_;
-  out_sum_ += o.out_sum_;
-  ref_sum_ += o.ref_sum_;
-  out_sumsq_ += o.out_sumsq_;
-  ref_sumsq_ += o.ref_sumsq_;
-  out_max_ = std::fmax(out_max_, o.out_max_);
-  out_min_ = std::fmin(out_min_, o.out_min_);
-  ref_max_ = std::fmax(ref_max_, o.ref_max_);
-  ref_min_ = std::fmin(ref_min_, o.ref_min_);
+void MetricAccumulator::Add(const MetricParams& params, DType out_dtype, const void* out,
+                            DType ref_dtype, const void* ref, size_t n, bool swap_out,
+                            bool swap_ref) {
+  const auto fo = swap_out ? std::nullopt : FormatOf(out_dtype);
+  const auto fr = swap_ref ? std::nullopt : FormatOf(ref_dtype);
+  kernel::Args a = ArgsFor(params, n);
+  if (fo && fr) {
+    a.out = out;
+    a.ref = ref;
+    a.out_format = *fo;
+    a.ref_format = *fr;
+    RunKernel(params.path, a, s_);
+    return;
+  }
+  // Other dtypes (and byte-swapped data) go through float64 in blocks of
+  // 2048 elements: the kernel folds its lanes every 2048 elements, so the
+  // sums are the same as in one call.
+  constexpr size_t kBlock = 2048;
+  double a_buf[kBlock], b_buf[kBlock];
+  const auto* po = static_cast<const uint8_t*>(out);
+  const auto* pr = static_cast<const uint8_t*>(ref);
+  const size_t so = DTypeSize(out_dtype), sr = DTypeSize(ref_dtype);
+  for (size_t i = 0; i < n; i += kBlock) {
+    const size_t m = std::min(kBlock, n - i);
+    a.n = m;
+    if (fo) {
+      a.out = po + i * so;
+      a.out_format = *fo;
+    } else {
+      ConvertToDouble(out_dtype, po + i * so, swap_out, m, a_buf);
+      a.out = a_buf;
+    }
+    if (fr) {
+      a.ref = pr + i * sr;
+      a.ref_format = *fr;
+    } else {
+      ConvertToDouble(ref_dtype, pr + i * sr, swap_ref, m, b_buf);
+      a.ref = b_buf;
+    }
+    RunKernel(params.path, a, s_);
+  }
+}
+
+void MetricAccumulator::Merge(const MetricAccumulator& other) {
+  const kernel::Sums& o = other.s_;
+  kernel::Sums& s = s_;
+  s.n += o.n;
+  s.finite += o.finite;
+  s.nan_mismatch += o.nan_mismatch;
+  s.inf_mismatch += o.inf_mismatch;
+  s.rel_1e3 += o.rel_1e3;
+  s.rel_5e3 += o.rel_5e3;
+  s.ulp_gt1 += o.ulp_gt1;
+  s.allclose_viol += o.allclose_viol;
+  s.zero_ref_mismatch += o.zero_ref_mismatch;
+  s.sum_ab += o.sum_ab;
+  s.sum_aa += o.sum_aa;
+  s.sum_bb += o.sum_bb;
+  s.sum_abs += o.sum_abs;
+  s.sum_sq += o.sum_sq;
+  s.sum_rel += o.sum_rel;
+  s.max_abs = std::fmax(s.max_abs, o.max_abs);
+  s.max_rel = std::fmax(s.max_rel, o.max_rel);
+  s.max_rel_nonzero_ref = std::fmax(s.max_rel_nonzero_ref, o.max_rel_nonzero_ref);
+  s.max_ulp = std::fmax(s.max_ulp, o.max_ulp);
+  s.out_count += o.out_count;
+  s.ref_count += o.ref_count;
+  s.out_sum += o.out_sum;
+  s.ref_sum += o.ref_sum;
+  s.out_sumsq += o.out_sumsq;
+  s.ref_sumsq += o.ref_sumsq;
+  s.out_max = std::fmax(s.out_max, o.out_max);
+  s.out_min = std::fmin(s.out_min, o.out_min);
+  s.ref_max = std::fmax(s.ref_max, o.ref_max);
+  s.ref_min = std::fmin(s.ref_min, o.ref_min);
 }
 
 Metrics MetricAccumulator::Finish(const MetricParams& params) const {
   constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+  const kernel::Sums& s = s_;
   Metrics m;
-  m.elements = n_;
-  m.finite_pairs = finite_;
-  m.nan_mismatch = nan_mismatch_;
-  m.inf_mismatch = inf_mismatch_;
+  m.elements = s.n;
+  m.finite_pairs = s.finite;
+  m.nan_mismatch = s.nan_mismatch;
+  m.inf_mismatch = s.inf_mismatch;
+  const uint64_t finite_ = s.finite;
   const double fin = static_cast<double>(finite_);
-  if (sum_aa_ == 0 && sum_bb_ == 0) {
+  if (s.sum_aa == 0 && s.sum_bb == 0) {
     m.cosine = 1.0;
-  } else if (sum_aa_ == 0 || sum_bb_ == 0) {
+  } else if (s.sum_aa == 0 || s.sum_bb == 0) {
     m.cosine = kNaN;
   } else {
-    m.cosine = sum_ab_ / (std::sqrt(sum_aa_) * std::sqrt(sum_bb_));
+    m.cosine = s.sum_ab / (std::sqrt(s.sum_aa) * std::sqrt(s.sum_bb));
   }
-  m.max_abs_err = max_abs_;
-  m.max_rel_err = max_rel_;
-  m.mean_abs_err = finite_ ? sum_abs_ / fin : kNaN;
-  m.mean_rel_err = finite_ ? sum_rel_ / fin : kNaN;
-  m.rmse = finite_ ? std::sqrt(sum_sq_ / fin) : kNaN;
-  m.euclidean_distance = std::sqrt(sum_sq_);
-  m.one_thousandth_ratio = finite_ ? static_cast<double>(rel_1e3_) / fin : kNaN;
-  m.five_thousandth_ratio = finite_ ? static_cast<double>(rel_5e3_) / fin : kNaN;
+  m.max_abs_err = s.max_abs;
+  m.max_rel_err = s.max_rel;
+  m.mean_abs_err = finite_ ? s.sum_abs / fin : kNaN;
+  m.mean_rel_err = finite_ ? s.sum_rel / fin : kNaN;
+  m.rmse = finite_ ? std::sqrt(s.sum_sq / fin) : kNaN;
+  m.euclidean_distance = std::sqrt(s.sum_sq);
+  m.one_thousandth_ratio = finite_ ? static_cast<double>(s.rel_1e3) / fin : kNaN;
+  m.five_thousandth_ratio = finite_ ? static_cast<double>(s.rel_5e3) / fin : kNaN;
   if (params.ulp_enabled) {
-    m.max_ulp_err = max_ulp_;
-    m.ulp_above_one_ratio = finite_ ? static_cast<double>(ulp_gt1_) / fin : kNaN;
+    m.max_ulp_err = s.max_ulp;
+    m.ulp_above_one_ratio = finite_ ? static_cast<double>(s.ulp_gt1) / fin : kNaN;
   }
   m.allclose_rtol = params.rtol;
   m.allclose_atol = params.atol;
-  m.allclose_violations = allclose_viol_;
-  m.allclose = allclose_viol_ == 0;
-  const bool nonfinite_mismatch = nan_mismatch_ + inf_mismatch_ > 0;
-  m.required_atol = nonfinite_mismatch ? HUGE_VAL : max_abs_;
-  m.required_rtol = nonfinite_mismatch || zero_ref_mismatch_ > 0 ? HUGE_VAL : max_rel_nonzero_ref_;
-  auto side = [&](uint64_t c, double mx, double mn, double s, double& omax, double& omin,
+  m.allclose_violations = s.allclose_viol;
+  m.allclose = s.allclose_viol == 0;
+  const bool nonfinite_mismatch = s.nan_mismatch + s.inf_mismatch > 0;
+  m.required_atol = nonfinite_mismatch ? HUGE_VAL : s.max_abs;
+  m.required_rtol =
+      nonfinite_mismatch || s.zero_ref_mismatch > 0 ? HUGE_VAL : s.max_rel_nonzero_ref;
+  auto side = [&](uint64_t c, double mx, double mn, double sum, double& omax, double& omin,
                   double& omean) {
     omax = c ? mx : kNaN;
     omin = c ? mn : kNaN;
-    omean = c ? s / static_cast<double>(c) : kNaN;
+    omean = c ? sum / static_cast<double>(c) : kNaN;
   };
-  side(out_count_, out_max_, out_min_, out_sum_, m.out_max, m.out_min, m.out_mean);
-  side(ref_count_, ref_max_, ref_min_, ref_sum_, m.ref_max, m.ref_min, m.ref_mean);
-  m.out_norm = std::sqrt(out_sumsq_);
-  m.ref_norm = std::sqrt(ref_sumsq_);
+  side(s.out_count, s.out_max, s.out_min, s.out_sum, m.out_max, m.out_min, m.out_mean);
+  side(s.ref_count, s.ref_max, s.ref_min, s.ref_sum, m.ref_max, m.ref_min, m.ref_mean);
+  m.out_norm = std::sqrt(s.out_sumsq);
+  m.ref_norm = std::sqrt(s.ref_sumsq);
   return m;
 }
 

@@ -3,7 +3,8 @@
 //
 //   MetricParams params = MetricParams::For(DType::kFloat16, DType::kFloat32);
 //   MetricAccumulator acc;
-//   acc.Add(params, out_block, ref_block, n);   // any number of blocks, any order
+//   acc.Add(params, out_block, ref_block, n);   // float64 blocks, any number
+//   acc.Add(params, DType::kFloat16, out_bytes, DType::kFloat32, ref_bytes, n);
 //   Metrics m = acc.Finish(params);
 //
 // Conventions, chosen to match msprobe and torch.testing:
@@ -17,6 +18,11 @@
 // - allclose is |N-B| <= atol + rtol*|B| at torch.testing's defaults for the
 //   output's dtype, NaN never equal.
 //
+// The kernel decodes float32, float16 and bfloat16 itself (each byte is read
+// once) and is built for AVX-512, AVX2 and baseline x86-64, chosen at run
+// time. All paths give bit-identical results: the same eight float64 lanes,
+// the same operations in the same order, no fused multiply-add.
+//
 // Thread safety: MetricAccumulator is a value; use one per thread and Merge.
 #ifndef ANXIN_COMPARE_METRICS_H_
 #define ANXIN_COMPARE_METRICS_H_
@@ -25,10 +31,19 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <string_view>
+#include <vector>
 
 #include "anxin/compare/dtype.h"
+#include "anxin/compare/metrics_kernel.h"
 
 namespace anxin::compare {
+
+// Instruction set of the metric kernel. kAuto: the best this CPU supports.
+enum class KernelPath : uint8_t { kAuto, kBaseline, kAvx2, kAvx512 };
+std::string_view KernelPathName(KernelPath path);  // "auto", "baseline", "avx2", "avx512"
+// The paths this CPU can run, baseline first; the last is what kAuto picks.
+std::vector<KernelPath> AvailableKernelPaths();
 
 struct MetricParams {
   bool ulp_enabled = true;
@@ -36,6 +51,8 @@ struct MetricParams {
   int ulp_min_exponent = -1022;
   double rtol = 1e-7;
   double atol = 1e-7;
+  // Tests force a path; a path the CPU lacks falls back to kAuto's choice.
+  KernelPath path = KernelPath::kAuto;
   // The output's dtype decides the ULP format and the allclose defaults;
   // when the output is an integer type the reference's floating type does.
   static MetricParams For(DType out, DType ref);
@@ -73,19 +90,17 @@ class MetricAccumulator {
  public:
   // Adds n pairs (out[i], ref[i]).
   void Add(const MetricParams& params, const double* out, const double* ref, size_t n);
+  // Adds n pairs stored contiguously in their own dtypes, little-endian
+  // (swap_* for big-endian data). Results are bit-identical to converting
+  // both sides with ConvertToDouble and calling the overload above.
+  void Add(const MetricParams& params, DType out_dtype, const void* out, DType ref_dtype,
+           const void* ref, size_t n, bool swap_out = false, bool swap_ref = false);
   // Adds another accumulator's pairs (sums add, maxima combine).
   void Merge(const MetricAccumulator& other);
   Metrics Finish(const MetricParams& params) const;
 
  private:
-  uint64_t n_ = 0, finite_ = 0, nan_mismatch_ = 0, inf_mismatch_ = 0;
-  uint64_t rel_1e3_ = 0, rel_5e3_ = 0, ulp_gt1_ = 0, allclose_viol_ = 0;
-  uint64_t zero_ref_mismatch_ = 0;  // B == 0 and N != B: required rtol is infinite
-  double sum_ab_ = 0, sum_aa_ = 0, sum_bb_ = 0, sum_abs_ = 0, sum_sq_ = 0, sum_rel_ = 0;
-  double max_abs_ = 0, max_rel_ = 0, max_rel_nonzero_ref_ = 0, max_ulp_ = 0;
-  uint64_t out_count_ = 0, ref_count_ = 0;
-  double out_max_ = -HUGE_VAL, out_min_ = HUGE_VAL, out_sum_ = 0, out_sumsq_ = 0;
-  double ref_max_ = -HUGE_VAL, ref_min_ = HUGE_VAL, ref_sum_ = 0, ref_sumsq_ = 0;
+  kernel::Sums s_;
 };
 
 }  // namespace anxin::compare

@@ -2,11 +2,15 @@
 // (tests/fixtures/compare/metric_cases.py writes the tensors and NumPy's numbers).
 #include "anxin/compare/metrics.h"
 
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
+#include <cstring>
 #include <nlohmann/json.hpp>
+#include <random>
 
 #include "anxin/base/testing.h"
 #include "anxin/compare/api.h"
@@ -103,6 +107,180 @@ TEST_F(MetricsVsNumpy, EveryMetricEveryCase) {
     EXPECT_TRUE(Near("ref_min", m.ref_min, Value(e["ref_min"])));
     EXPECT_TRUE(Near("ref_mean", m.ref_mean, Value(e["ref_mean"]), Value(e["ref_mean_scale"])));
     EXPECT_TRUE(Near("ref_norm", m.ref_norm, Value(e["ref_norm"])));
+  }
+}
+
+// Same bits in every field (NaN equal to NaN).
+::testing::AssertionResult SameBits(const Metrics& a, const Metrics& b) {
+  std::string diffs;
+  auto same = [&](const char* what, double x, double y) {
+    if (std::bit_cast<uint64_t>(x) != std::bit_cast<uint64_t>(y) && !(x != x && y != y))
+      diffs += fmt::format(" {}: {} vs {};", what, x, y);
+  };
+  auto same_u = [&](const char* what, uint64_t x, uint64_t y) {
+    if (x != y) diffs += fmt::format(" {}: {} vs {};", what, x, y);
+  };
+  same_u("elements", a.elements, b.elements);
+  same_u("finite_pairs", a.finite_pairs, b.finite_pairs);
+  same_u("nan_mismatch", a.nan_mismatch, b.nan_mismatch);
+  same_u("inf_mismatch", a.inf_mismatch, b.inf_mismatch);
+  same_u("allclose_violations", a.allclose_violations, b.allclose_violations);
+  same("cosine", a.cosine, b.cosine);
+  same("max_abs_err", a.max_abs_err, b.max_abs_err);
+  same("max_rel_err", a.max_rel_err, b.max_rel_err);
+  same("mean_abs_err", a.mean_abs_err, b.mean_abs_err);
+  same("mean_rel_err", a.mean_rel_err, b.mean_rel_err);
+  same("rmse", a.rmse, b.rmse);
+  same("one_thousandth_ratio", a.one_thousandth_ratio, b.one_thousandth_ratio);
+  same("five_thousandth_ratio", a.five_thousandth_ratio, b.five_thousandth_ratio);
+  same("max_ulp_err", a.max_ulp_err.value_or(-1), b.max_ulp_err.value_or(-1));
+  same("ulp_above_one_ratio", a.ulp_above_one_ratio.value_or(-1),
+       b.ulp_above_one_ratio.value_or(-1));
+  same("required_atol", a.required_atol, b.required_atol);
+  same("required_rtol", a.required_rtol, b.required_rtol);
+  same("out_max", a.out_max, b.out_max);
+  same("out_min", a.out_min, b.out_min);
+  same("out_mean", a.out_mean, b.out_mean);
+  same("out_norm", a.out_norm, b.out_norm);
+  same("ref_max", a.ref_max, b.ref_max);
+  same("ref_min", a.ref_min, b.ref_min);
+  same("ref_mean", a.ref_mean, b.ref_mean);
+  same("ref_norm", a.ref_norm, b.ref_norm);
+  if (diffs.empty()) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << diffs;
+}
+
+// Every kernel path this CPU has, forced in turn on every NumPy case, gives
+// the same bits as the automatic choice (which the test above holds to NumPy).
+TEST_F(MetricsVsNumpy, EveryKernelPathGivesTheSameBits) {
+  const auto paths = AvailableKernelPaths();
+  ASSERT_GE(paths.size(), 1u);
+  ASSERT_EQ(paths.front(), KernelPath::kBaseline);
+  for (auto it = expected_->begin(); it != expected_->end(); ++it) {
+    SCOPED_TRACE(it.key());
+    auto out = ReadNpyFile(*dir_ / (it.key() + ".out.npy"), {});
+    auto ref = ReadNpyFile(*dir_ / (it.key() + ".ref.npy"), {});
+    ASSERT_THAT(out, IsOk());
+    ASSERT_THAT(ref, IsOk());
+    const Metrics want = ComputePairMetrics(*out, *ref, 1);
+    const size_t n = out->NumElements();
+    std::vector<double> a(n), b(n);
+    if (n) {
+      out->ReadDoubles(0, n, a.data());
+      ref->ReadDoubles(0, n, b.data());
+    }
+    for (KernelPath path : paths) {
+      SCOPED_TRACE(KernelPathName(path));
+      MetricParams p = MetricParams::For(*out->dtype, *ref->dtype);
+      p.path = path;
+      MetricAccumulator acc;
+      acc.Add(p, a.data(), b.data(), n);
+      EXPECT_TRUE(SameBits(acc.Finish(p), want));
+    }
+  }
+}
+
+// Raw bit patterns of each decoded format: every half and bfloat16 value
+// (NaN, Inf, subnormals included), random float32 bits and float64 values
+// around the extremes. Each (out, ref) format pair, on every path, fused
+// decoding gives the same bits as ConvertToDouble followed by the float64
+// kernel; odd lengths exercise the padded tail.
+TEST(KernelPaths, FusedDecodingMatchesFloat64OnEveryPath) {
+  constexpr size_t kN = 65536 + 5;
+  std::mt19937_64 rng(7);
+  auto bytes_of = [&](DType dt, int side) {
+    std::vector<uint8_t> v(kN * DTypeSize(dt));
+    for (size_t i = 0; i < kN; ++i) {
+      switch (dt) {
+        case DType::kFloat16:
+        case DType::kBFloat16: {
+          // Both sides see every pattern, shifted so that they pair differently.
+          uint16_t h = static_cast<uint16_t>(side ? (i * 7 + 3) : i);
+          if (side && i % 5 == 0) h = static_cast<uint16_t>(i);  // some equal pairs
+          std::memcpy(&v[i * 2], &h, 2);
+          break;
+        }
+        case DType::kFloat32: {
+          uint32_t f = static_cast<uint32_t>(rng());
+          if (i % 3 == 0) f = std::bit_cast<uint32_t>(static_cast<float>(rng() % 2001) - 1000.f);
+          std::memcpy(&v[i * 4], &f, 4);
+          break;
+        }
+        default: {
+          double d;
+          switch (i % 6) {
+            case 0:
+              d = std::ldexp(1.0 + static_cast<double>(rng() % 1000) / 1000, 1023);
+              break;
+            case 1:
+              d = std::ldexp(static_cast<double>(rng() % 1000), -1074);
+              break;
+            case 2:
+              d = std::bit_cast<double>(rng());
+              break;
+            default:
+              d = static_cast<double>(static_cast<int64_t>(rng() % 2001) - 1000) / 7;
+          }
+          std::memcpy(&v[i * 8], &d, 8);
+        }
+      }
+    }
+    return v;
+  };
+  const DType kTypes[] = {DType::kFloat64, DType::kFloat32, DType::kFloat16, DType::kBFloat16};
+  for (DType dto : kTypes) {
+    for (DType dtr : kTypes) {
+      SCOPED_TRACE(fmt::format("{} vs {}", DTypeName(dto), DTypeName(dtr)));
+      const auto o = bytes_of(dto, 0), r = bytes_of(dtr, 1);
+      std::vector<double> a(kN), b(kN);
+      ConvertToDouble(dto, o.data(), false, kN, a.data());
+      ConvertToDouble(dtr, r.data(), false, kN, b.data());
+      MetricParams p = MetricParams::For(dto, dtr);
+      p.path = KernelPath::kBaseline;
+      MetricAccumulator ref_acc;
+      ref_acc.Add(p, a.data(), b.data(), kN);
+      const Metrics want = ref_acc.Finish(p);
+      if (dto == dtr && DTypeSize(dto) == 2) {
+        EXPECT_GT(want.nan_mismatch, 0u);
+        EXPECT_GT(want.inf_mismatch, 0u);
+      }
+      for (KernelPath path : AvailableKernelPaths()) {
+        SCOPED_TRACE(KernelPathName(path));
+        p.path = path;
+        MetricAccumulator f64, fused;
+        f64.Add(p, a.data(), b.data(), kN);
+        fused.Add(p, dto, o.data(), dtr, r.data(), kN);
+        EXPECT_TRUE(SameBits(f64.Finish(p), want));
+        EXPECT_TRUE(SameBits(fused.Finish(p), want));
+      }
+    }
+  }
+}
+
+// The ULP scale is built from exponent bits; check it at the edges of the
+// float64 range against the definition, |N-B| / 2^eb * 2^mant.
+TEST(KernelPaths, UlpAtTheEdgesOfFloat64) {
+  const double huge = std::ldexp(1.5, 1023), tiny = std::ldexp(3.0, -1070);
+  struct Case {
+    double out, ref, want;
+  } cases[] = {
+      {huge - std::ldexp(1.0, 971), huge,
+       std::ldexp(std::ldexp(1.0, 971) / std::ldexp(1.0, 1023), 52)},
+      {std::ldexp(1.0, 1023), huge, std::ldexp(std::ldexp(1.0, 1022) / std::ldexp(1.0, 1023), 52)},
+      {tiny * 2, tiny, std::ldexp(tiny / std::ldexp(1.0, -1022), 52)},
+      {1.0 + std::ldexp(1.0, -52), 1.0, 1.0},
+      {std::ldexp(1.0, -1074), 0.0,
+       std::ldexp(std::ldexp(1.0, -1074) / std::ldexp(1.0, -1022), 52)},
+  };
+  for (KernelPath path : AvailableKernelPaths()) {
+    for (const Case& c : cases) {
+      SCOPED_TRACE(fmt::format("{}: {} vs {}", KernelPathName(path), c.out, c.ref));
+      MetricParams p = MetricParams::For(DType::kFloat64, DType::kFloat64);
+      p.path = path;
+      MetricAccumulator acc;
+      acc.Add(p, &c.out, &c.ref, 1);
+      EXPECT_EQ(*acc.Finish(p).max_ulp_err, c.want);
+    }
   }
 }
 
