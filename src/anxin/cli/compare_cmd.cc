@@ -28,7 +28,10 @@ struct Opts {
 
 Result<cmp::ThresholdRules> Rules(const Opts& o, const GlobalOptions& g) {
   if (!o.thresholds_file.empty()) return cmp::ThresholdRules::LoadYaml(o.thresholds_file);
-  if (!g.config_path.empty()) return cmp::ThresholdRules::LoadConfigSection(g.config_path);
+  // The `compare:` section of the global configuration (--config or
+  // ANXIN_CONFIG), already parsed: errors point into that file.
+  if (auto section = FindSection(g.config, "compare"))
+    return cmp::ThresholdRules::FromConfig(*section);
   return cmp::ThresholdRules();
 }
 
@@ -52,7 +55,8 @@ int Finish(const cmp::CompareReport& report, const Opts& o, const GlobalOptions&
     if (auto s = cmp::WriteFile(o.html, cmp::RenderHtml(report)); !s) return ReportError(s.error());
   }
   if (g.json) {
-    std::printf("%s\n", cmp::ToJson(report).dump(2).c_str());
+    cmp::WriteJson(report, stdout);
+    std::printf("\n");
   } else {
     cmp::PrintTable(report, stdout, o.top);
   }

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "anxin/base/global_config.h"
 #include "anxin/base/testing.h"
 #include "anxin/compare/report.h"
 #include "anxin/compare/testing_util.h"
@@ -17,6 +18,7 @@ namespace {
 
 using ::anxin::testing::HasCode;
 using ::anxin::testing::IsOk;
+using ::testing::AllOf;
 using ::testing::Contains;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
@@ -59,6 +61,9 @@ TEST(Matcher, ExactFuzzyAndRenamed) {
 
 TEST(Matcher, RenameFileErrorsNameTheLine) {
   EXPECT_THAT(ParseRenames("a: b\nc: [d]\n", "map.yaml"),
+              HasCode(ErrorCode::kInvalidArgument,
+                      HasSubstr("map.yaml:2:4: c: each entry must be 'out name: ref name'")));
+  EXPECT_THAT(ParseRenames("a: b\na: c\n", "map.yaml"),
               HasCode(ErrorCode::kInvalidArgument, HasSubstr("map.yaml:2:1")));
   auto r = ParseRenames("# comment\nModule.head: Module.fc2\n", "map.yaml");
   ASSERT_THAT(r, IsOk());
@@ -95,7 +100,65 @@ TEST(Thresholds, BadFilesSayWhereAndWhat) {
   EXPECT_THAT(ThresholdRules::ParseYaml("dtypes: {float17: {}}\n", "t.yaml"),
               HasCode(ErrorCode::kInvalidArgument, HasSubstr("unknown dtype 'float17'")));
   EXPECT_THAT(ThresholdRules::ParseYaml("ops: [{pass_cosine: 1}]\n", "t.yaml"),
-              HasCode(ErrorCode::kInvalidArgument, HasSubstr("needs match")));
+              HasCode(ErrorCode::kInvalidArgument, HasSubstr("t.yaml:1:7: ops[0]: needs match")));
+  EXPECT_THAT(ThresholdRules::ParseYaml("default:\n  fail_cosine: -1\n", "t.yaml"),
+              HasCode(ErrorCode::kInvalidArgument,
+                      HasSubstr("t.yaml:2:16: default.fail_cosine: -1 must be a finite number")));
+}
+
+// The `compare:` section of the global configuration file, as the program
+// reads it (--config and ANXIN_CONFIG), sets the thresholds; its errors
+// point into that file.
+TEST(Thresholds, GlobalConfigCompareSectionSetsThemInTheProgram) {
+  testing::ScratchDir dir;
+  ASSERT_EQ(testing::RunPython({"-c",
+                                "import numpy as np, sys; d = sys.argv[1]; "
+                                "r = np.linspace(-1, 1, 1001).astype(np.float32); "
+                                "np.save(d + '/ref.npy', r); np.save(d + '/out.npy', r + 0.01)",
+                                dir.path()}),
+            0);
+  {
+    std::ofstream(dir / "loose.yaml") << "log: {level: warn}\ncompare:\n  default:\n"
+                                         "    pass_max_abs_err: 0.05\n";
+    std::ofstream(dir / "strict.yaml") << "compare:\n  default: {fail_max_abs_err: 0.005}\n";
+    std::ofstream(dir / "typo.yaml") << "compare:\n  default:\n    pass_max_abs_er: 0.05\n";
+  }
+  auto verdict = [&](std::vector<std::string> args, std::vector<std::string> env = {},
+                     std::vector<std::string> more = {}) {
+    args.insert(args.begin(), std::string(ANXIN_BINARY_DIR) + "/anxin");
+    for (const char* a : {"compare", "ref"}) args.push_back(a);
+    args.push_back(dir / "out.npy");
+    args.push_back(dir / "ref.npy");
+    args.insert(args.end(), more.begin(), more.end());
+    auto r = RunCommand(args, {.timeout = std::chrono::seconds(60), .env = std::move(env)});
+    EXPECT_TRUE(r.has_value());
+    if (!r || r->exit_code > 1)
+      return "exit " + std::to_string(r ? r->exit_code : -1) + ": " +
+             (r ? r->stderr_text : std::string());
+    return nlohmann::json::parse(r->stdout_text)["verdict"].get<std::string>();
+  };
+  // MaxAbsErr 0.01: a warning by default (>= 0.001), a pass under the loose
+  // file, a failure under the strict one.
+  EXPECT_EQ(verdict({"--json"}), "warn");
+  EXPECT_EQ(verdict({"--json", "--config", dir / "loose.yaml"}), "pass");
+  EXPECT_EQ(verdict({"--json"}, {"ANXIN_CONFIG=" + (dir / "loose.yaml")}), "pass");
+  EXPECT_EQ(verdict({"--json", "--config", dir / "strict.yaml"}), "fail");
+  // --thresholds wins over the configuration file.
+  { std::ofstream(dir / "thr.yaml") << "default: {pass_max_abs_err: 0.05}\n"; }
+  EXPECT_EQ(
+      verdict({"--json", "--config", dir / "strict.yaml"}, {}, {"--thresholds", dir / "thr.yaml"}),
+      "pass");
+  EXPECT_THAT(verdict({"--json", "--config", dir / "typo.yaml"}),
+              AllOf(HasSubstr("typo.yaml:3:5: compare.default: unknown key 'pass_max_abs_er'"),
+                    HasSubstr("exit 2")));
+  // The same section through the API.
+  auto config = LoadGlobalConfig(dir / "loose.yaml");
+  ASSERT_THAT(config, IsOk());
+  auto section = FindSection(*config, "compare");
+  ASSERT_TRUE(section.has_value());
+  auto rules = ThresholdRules::FromConfig(*section);
+  ASSERT_THAT(rules, IsOk());
+  EXPECT_EQ(rules->For("x", DType::kFloat32).pass_max_abs_err, 0.05);
 }
 
 TEST(Verdict, DefaultsFollowTheReference) {
@@ -262,6 +325,23 @@ TEST_F(MsprobeTensors, ReportsRenderEveryPair) {
   std::free(buf);
   EXPECT_THAT(table, HasSubstr("first divergence"));
   EXPECT_THAT(table, HasSubstr("more pairs"));
+}
+
+TEST_F(MsprobeTensors, StreamedJsonIsTheSameText) {
+  auto npu = LoadDump(*dir_ / "npu", {});
+  auto gpu = LoadDump(*dir_ / "gpu", {});
+  ASSERT_THAT(npu, IsOk());
+  ASSERT_THAT(gpu, IsOk());
+  for (const CompareReport& r : {CompareDumps(*npu, *gpu, {}), CompareReport{}}) {
+    char* buf = nullptr;
+    size_t len = 0;
+    FILE* f = open_memstream(&buf, &len);
+    WriteJson(r, f);
+    std::fclose(f);
+    std::string streamed(buf, len);
+    std::free(buf);
+    EXPECT_EQ(streamed, ToJson(r).dump(2));
+  }
 }
 
 }  // namespace

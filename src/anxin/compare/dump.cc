@@ -169,26 +169,43 @@ Result<std::map<std::string, std::vector<std::string>>> ParseMsprobeStacks(
 
 Result<Dump> ParseMsprobeDump(std::string_view text, const std::string& path,
                               const std::string& data_dir, const LoadOptions& options) {
-  ojson j = ojson::parse(text, nullptr, false);
-  if (j.is_discarded()) return DataLoss(path + ": not valid JSON (truncated or corrupt dump.json)");
-  if (!j.is_object() || !j.contains("data") || !j["data"].is_object())
-    return InvalidArgument(path + ": no \"data\" object: is this an msprobe dump.json?");
   Dump dump;
   dump.path = path;
   dump.kind = "msprobe";
-  if (j.contains("task") && j["task"].is_string()) dump.task = j["task"].get<std::string>();
   Flattener f{path, data_dir, options, dump};
-  for (auto it = j["data"].begin(); it != j["data"].end(); ++it) {
-    const std::string& op = it.key();
-    const auto& entry = it.value();
-    if (!entry.is_object()) continue;
-    for (auto field = entry.begin(); field != entry.end(); ++field) {
-      std::string key = field.key();
-      // msprobe's compare names forward arguments and keyword arguments "input".
-      if (key == "input_args" || key == "input_kwargs") key = "input";
-      ANXIN_TRY(f.Walk(op, op + "." + key, field.value()));
+  Status status = Ok();
+  // Each op under "data" is flattened as soon as the parser has it and then
+  // dropped from the document, so memory does not grow with the dump.
+  std::string top_key, op;
+  bool in_data = false;
+  auto each = [&](int depth, ojson::parse_event_t event, ojson& parsed) {
+    using E = ojson::parse_event_t;
+    if (depth == 1 && event == E::key) {
+      top_key = parsed.get<std::string>();
+    } else if (depth == 1 && event == E::object_start) {
+      in_data = top_key == "data";
+    } else if (depth == 1 && event == E::object_end) {
+      in_data = false;
+    } else if (in_data && depth == 2 && event == E::key) {
+      op = parsed.get<std::string>();
+    } else if (in_data && depth == 2 && (event == E::object_end || event == E::value)) {
+      if (!status || !parsed.is_object()) return false;
+      for (auto field = parsed.begin(); field != parsed.end() && status; ++field) {
+        std::string key = field.key();
+        // msprobe's compare names forward arguments and keyword arguments "input".
+        if (key == "input_args" || key == "input_kwargs") key = "input";
+        status = f.Walk(op, op + "." + key, field.value());
+      }
+      return false;
     }
-  }
+    return true;
+  };
+  ojson j = ojson::parse(text, each, false);
+  if (j.is_discarded()) return DataLoss(path + ": not valid JSON (truncated or corrupt dump.json)");
+  if (!j.is_object() || !j.contains("data") || !j["data"].is_object())
+    return InvalidArgument(path + ": no \"data\" object: is this an msprobe dump.json?");
+  if (!status) return std::unexpected(status.error());
+  if (j.contains("task") && j["task"].is_string()) dump.task = j["task"].get<std::string>();
   return dump;
 }
 
@@ -200,9 +217,15 @@ Result<Dump> LoadDump(const std::string& path, const LoadOptions& options) {
     fs::path dir(path);
     if (fs::exists(dir / "dump.json")) {
       std::string dj = (dir / "dump.json").string();
-      ANXIN_ASSIGN_OR_RETURN(std::string text, ReadText(dj));
+      // Parsed straight from the mapping (no copy), which is dropped after.
+      ANXIN_ASSIGN_OR_RETURN(auto file, MappedFile::Open(dj));
+      auto b = file->bytes();
       std::string data_dir = (dir / "dump_tensor_data").string();
-      ANXIN_ASSIGN_OR_RETURN(Dump d, ParseMsprobeDump(text, dj, data_dir, options));
+      ANXIN_ASSIGN_OR_RETURN(
+          Dump d,
+          ParseMsprobeDump(std::string_view(reinterpret_cast<const char*>(b.data()), b.size()), dj,
+                           data_dir, options));
+      file.reset();
       d.path = path;
       if (fs::exists(dir / "stack.json")) {
         std::string sj = (dir / "stack.json").string();

@@ -1,13 +1,12 @@
 #include "anxin/compare/matcher.h"
 
 #include <fmt/format.h>
-#include <yaml-cpp/yaml.h>
 
 #include <cctype>
 #include <deque>
-#include <fstream>
-#include <sstream>
 #include <unordered_map>
+
+#include "anxin/base/config.h"
 
 namespace anxin::compare {
 namespace {
@@ -52,36 +51,35 @@ std::string FuzzyKey(const std::string& name) {
   return key;
 }
 
-Result<std::vector<std::pair<std::string, std::string>>> ParseRenames(std::string_view text,
-                                                                      const std::string& source) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(std::string(text));
-  } catch (const YAML::Exception& e) {
-    return InvalidArgument(
-        fmt::format("{}:{}:{}: {}", source, e.mark.line + 1, e.mark.column + 1, e.msg));
-  }
+namespace {
+
+Result<std::vector<std::pair<std::string, std::string>>> RenamesFrom(const ConfigNode& root) {
   std::vector<std::pair<std::string, std::string>> out;
   if (root.IsNull()) return out;
   if (!root.IsMap())
-    return InvalidArgument(fmt::format("{}:{}:{}: expected a mapping of 'out name: ref name'",
-                                       source, root.Mark().line + 1, root.Mark().column + 1));
-  for (auto it = root.begin(); it != root.end(); ++it) {
-    if (!it->first.IsScalar() || !it->second.IsScalar() || it->first.Scalar().empty())
-      return InvalidArgument(fmt::format("{}:{}:{}: each entry must be 'out name: ref name'",
-                                         source, it->first.Mark().line + 1,
-                                         it->first.Mark().column + 1));
-    out.emplace_back(it->first.Scalar(), it->second.Scalar());
+    return std::unexpected(
+        root.MakeError("expected a mapping of 'out name: ref name', got " + root.DescribeKind()));
+  ANXIN_ASSIGN_OR_RETURN(auto entries, root.Entries());
+  for (const auto& [from, to] : entries) {
+    if (from.empty() || !to.IsScalar())
+      return std::unexpected(
+          to.MakeError("each entry must be 'out name: ref name', got " + to.DescribeKind()));
+    out.emplace_back(from, to.ScalarText());
   }
   return out;
 }
 
+}  // namespace
+
+Result<std::vector<std::pair<std::string, std::string>>> ParseRenames(std::string_view text,
+                                                                      const std::string& source) {
+  ANXIN_ASSIGN_OR_RETURN(ConfigNode root, ConfigNode::Parse(text, source));
+  return RenamesFrom(root);
+}
+
 Result<std::vector<std::pair<std::string, std::string>>> LoadRenames(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return NotFound(path + ": cannot open the mapping file");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ParseRenames(ss.str(), path);
+  ANXIN_ASSIGN_OR_RETURN(ConfigNode root, ConfigNode::LoadFile(path));
+  return RenamesFrom(root);
 }
 
 MatchResult MatchTensors(const std::vector<Tensor>& out, const std::vector<Tensor>& ref,

@@ -95,7 +95,41 @@ json MetricsToJson(const Metrics& m) {
   return j;
 }
 
-json ToJson(const CompareReport& r) {
+namespace {
+
+json StatsJson(const std::optional<TensorStats>& s) {
+  if (!s) return nullptr;
+  return {
+      {"max", Num(s->max)}, {"min", Num(s->min)}, {"mean", Num(s->mean)}, {"norm", Num(s->norm)}};
+}
+
+json PairJson(const CompareReport& r, size_t i) {
+  const PairResult& p = r.pairs[i];
+  json e;
+  e["order"] = i;
+  e["name"] = p.name;
+  if (p.ref_name != p.name) e["ref_name"] = p.ref_name;
+  e["op"] = p.op;
+  e["out_dtype"] = p.out_dtype;
+  e["ref_dtype"] = p.ref_dtype;
+  e["out_shape"] = p.out_shape;
+  e["ref_shape"] = p.ref_shape;
+  e["mode"] = std::string(PairModeName(p.mode));
+  e["verdict"] = std::string(VerdictName(p.verdict));
+  e["reasons"] = p.reasons;
+  e["metrics"] = p.metrics ? MetricsToJson(*p.metrics) : json(nullptr);
+  e["out_stats"] = StatsJson(p.out_stats);
+  e["ref_stats"] = StatsJson(p.ref_stats);
+  if (p.stat_diffs)
+    e["stat_rel_diff"] = {{"max", Num(p.stat_diffs->max)},
+                          {"min", Num(p.stat_diffs->min)},
+                          {"mean", Num(p.stat_diffs->mean)},
+                          {"norm", Num(p.stat_diffs->norm)}};
+  return e;
+}
+
+// Everything but the pairs, which are null.
+json HeaderJson(const CompareReport& r) {
   json j;
   j["out"] = r.out_path;
   j["ref"] = r.ref_path;
@@ -108,37 +142,7 @@ json ToJson(const CompareReport& r) {
                   {"bytes_compared", r.bytes_compared},
                   {"seconds", r.seconds},
                   {"threads", r.threads}};
-  auto stats = [](const std::optional<TensorStats>& s) -> json {
-    if (!s) return nullptr;
-    return {
-        {"max", Num(s->max)}, {"min", Num(s->min)}, {"mean", Num(s->mean)}, {"norm", Num(s->norm)}};
-  };
-  json pairs = json::array();
-  for (size_t i = 0; i < r.pairs.size(); ++i) {
-    const PairResult& p = r.pairs[i];
-    json e;
-    e["order"] = i;
-    e["name"] = p.name;
-    if (p.ref_name != p.name) e["ref_name"] = p.ref_name;
-    e["op"] = p.op;
-    e["out_dtype"] = p.out_dtype;
-    e["ref_dtype"] = p.ref_dtype;
-    e["out_shape"] = p.out_shape;
-    e["ref_shape"] = p.ref_shape;
-    e["mode"] = std::string(PairModeName(p.mode));
-    e["verdict"] = std::string(VerdictName(p.verdict));
-    e["reasons"] = p.reasons;
-    e["metrics"] = p.metrics ? MetricsToJson(*p.metrics) : json(nullptr);
-    e["out_stats"] = stats(p.out_stats);
-    e["ref_stats"] = stats(p.ref_stats);
-    if (p.stat_diffs)
-      e["stat_rel_diff"] = {{"max", Num(p.stat_diffs->max)},
-                            {"min", Num(p.stat_diffs->min)},
-                            {"mean", Num(p.stat_diffs->mean)},
-                            {"norm", Num(p.stat_diffs->norm)}};
-    pairs.push_back(std::move(e));
-  }
-  j["pairs"] = std::move(pairs);
+  j["pairs"] = nullptr;
   j["unmatched_out"] = r.unmatched_out;
   j["unmatched_ref"] = r.unmatched_ref;
   if (r.first_divergence) {
@@ -150,6 +154,45 @@ json ToJson(const CompareReport& r) {
     j["first_divergence"] = nullptr;
   }
   return j;
+}
+
+}  // namespace
+
+json ToJson(const CompareReport& r) {
+  json j = HeaderJson(r);
+  json pairs = json::array();
+  for (size_t i = 0; i < r.pairs.size(); ++i) pairs.push_back(PairJson(r, i));
+  j["pairs"] = std::move(pairs);
+  return j;
+}
+
+void WriteJson(const CompareReport& r, std::FILE* f) {
+  // The header is printed around the pairs, which are built and printed one
+  // at a time. JSON strings never hold a raw newline, so the placeholder line
+  // can only be the top-level "pairs" member.
+  const std::string head = HeaderJson(r).dump(2);
+  const std::string mark = "\n  \"pairs\": null";
+  const size_t at = head.find(mark);
+  std::fwrite(head.data(), 1, at + mark.size() - 4, f);
+  if (r.pairs.empty()) {
+    std::fputs("[]", f);
+  } else {
+    std::fputs("[\n", f);
+    for (size_t i = 0; i < r.pairs.size(); ++i) {
+      std::string e = PairJson(r, i).dump(2);
+      std::string indented = "    ";
+      indented.reserve(e.size() + e.size() / 8);
+      for (char c : e) {
+        indented += c;
+        if (c == '\n') indented += "    ";
+      }
+      if (i + 1 < r.pairs.size()) indented += ",\n";
+      std::fwrite(indented.data(), 1, indented.size(), f);
+    }
+    std::fputs("\n  ]", f);
+  }
+  const size_t rest = at + mark.size();
+  std::fwrite(head.data() + rest, 1, head.size() - rest, f);
 }
 
 void PrintTable(const CompareReport& r, std::FILE* f, size_t limit) {

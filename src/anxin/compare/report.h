@@ -27,6 +27,9 @@ std::string RenderCsv(const CompareReport& report);
 // Non-finite numbers become the strings "nan", "inf", "-inf".
 nlohmann::json ToJson(const CompareReport& report);
 nlohmann::json MetricsToJson(const Metrics& m);
+// Writes ToJson(report).dump(2) to out, building one pair at a time: memory
+// does not grow with the number of pairs.
+void WriteJson(const CompareReport& report, std::FILE* out);
 
 std::string RenderHtml(const CompareReport& report);
 

@@ -2,19 +2,12 @@
 
 #include <fmt/format.h>
 #include <fnmatch.h>
-#include <yaml-cpp/yaml.h>
 
 #include <cmath>
-#include <fstream>
-#include <sstream>
+#include <utility>
 
 namespace anxin::compare {
 namespace {
-
-std::string Where(const std::string& source, const YAML::Node& n, const std::string& path) {
-  const YAML::Mark m = n.Mark();
-  return fmt::format("{}:{}:{}: {}", source, m.line + 1, m.column + 1, path);
-}
 
 double StatDiff(double o, double r) {
   if (o == r) return 0.0;  // also equal infinities
@@ -45,125 +38,82 @@ void ThresholdRules::Override::ApplyTo(Thresholds& t) const {
   if (fail_stat_rel_diff) t.fail_stat_rel_diff = *fail_stat_rel_diff;
 }
 
-Result<ThresholdRules> ThresholdRules::ParseYaml(std::string_view text, const std::string& source) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(std::string(text));
-  } catch (const YAML::Exception& e) {
-    return InvalidArgument(
-        fmt::format("{}:{}:{}: {}", source, e.mark.line + 1, e.mark.column + 1, e.msg));
-  }
+Result<ThresholdRules> ThresholdRules::FromConfig(const ConfigNode& root) {
   ThresholdRules rules;
   if (root.IsNull()) return rules;
-  if (!root.IsMap()) return InvalidArgument(Where(source, root, "") + " expected a mapping");
+  if (!root.IsMap())
+    return std::unexpected(root.MakeError("expected a map, got " + root.DescribeKind()));
+  ANXIN_TRY(root.CheckKeys({"default", "dtypes", "ops", "statistics"}));
 
-  auto parse_override = [&](const YAML::Node& n, const std::string& path,
-                            bool allow_match) -> Result<Override> {
-    if (!n.IsMap()) return InvalidArgument(Where(source, n, path) + ": expected a mapping");
+  auto parse_override = [](const ConfigNode& n, bool allow_match) -> Result<Override> {
+    if (!n.IsMap()) return std::unexpected(n.MakeError("expected a map, got " + n.DescribeKind()));
+    std::vector<std::string_view> known = {"pass_cosine",      "pass_max_abs_err", "fail_cosine",
+                                           "fail_max_abs_err", "pass_rel_diff",    "fail_rel_diff"};
+    if (allow_match) known.push_back("match");
+    ANXIN_TRY(n.CheckKeys(known));
     Override o;
-    for (auto it = n.begin(); it != n.end(); ++it) {
-      std::string key = it->first.as<std::string>();
-      std::string kp = path.empty() ? key : path + "." + key;
-      std::optional<double>* slot = nullptr;
-      if (key == "pass_cosine")
-        slot = &o.pass_cosine;
-      else if (key == "pass_max_abs_err")
-        slot = &o.pass_max_abs_err;
-      else if (key == "fail_cosine")
-        slot = &o.fail_cosine;
-      else if (key == "fail_max_abs_err")
-        slot = &o.fail_max_abs_err;
-      else if (key == "pass_rel_diff")
-        slot = &o.pass_stat_rel_diff;
-      else if (key == "fail_rel_diff")
-        slot = &o.fail_stat_rel_diff;
-      else if (key == "match" && allow_match)
-        continue;
-      else
-        return InvalidArgument(
-            fmt::format("{}: unknown key '{}' (known: pass_cosine, pass_max_abs_err, fail_cosine, "
-                        "fail_max_abs_err, pass_rel_diff, fail_rel_diff{})",
-                        Where(source, it->first, path), key, allow_match ? ", match" : ""));
-      double v;
-      try {
-        v = it->second.as<double>();
-      } catch (const YAML::Exception&) {
-        return InvalidArgument(fmt::format("{}: expected a number, got '{}'",
-                                           Where(source, it->second, kp),
-                                           it->second.IsScalar() ? it->second.Scalar() : "?"));
-      }
+    const std::pair<std::string_view, std::optional<double>*> slots[] = {
+        {"pass_cosine", &o.pass_cosine},          {"pass_max_abs_err", &o.pass_max_abs_err},
+        {"fail_cosine", &o.fail_cosine},          {"fail_max_abs_err", &o.fail_max_abs_err},
+        {"pass_rel_diff", &o.pass_stat_rel_diff}, {"fail_rel_diff", &o.fail_stat_rel_diff}};
+    for (const auto& [key, slot] : slots) {
+      std::optional<ConfigNode> c = n.Find(key);
+      if (!c || c->IsNull()) continue;
+      ANXIN_ASSIGN_OR_RETURN(double v, c->As<double>());
       if (!std::isfinite(v) || v < 0)
-        return InvalidArgument(
-            fmt::format("{}: {} must be a finite number >= 0", Where(source, it->second, kp), v));
+        return std::unexpected(c->MakeError(fmt::format("{} must be a finite number >= 0", v)));
       *slot = v;
     }
     return o;
   };
 
-  for (auto it = root.begin(); it != root.end(); ++it) {
-    std::string key = it->first.as<std::string>();
-    YAML::Node v = it->second;  // a copy: iterator values are proxies
-    if (key == "default") {
-      ANXIN_ASSIGN_OR_RETURN(rules.default_, parse_override(v, "default", false));
-    } else if (key == "statistics") {
-      ANXIN_ASSIGN_OR_RETURN(Override o, parse_override(v, "statistics", false));
-      if (o.pass_stat_rel_diff) rules.default_.pass_stat_rel_diff = o.pass_stat_rel_diff;
-      if (o.fail_stat_rel_diff) rules.default_.fail_stat_rel_diff = o.fail_stat_rel_diff;
-    } else if (key == "dtypes") {
-      if (!v.IsMap()) return InvalidArgument(Where(source, v, "dtypes") + ": expected a mapping");
-      for (auto d = v.begin(); d != v.end(); ++d) {
-        std::string name = d->first.as<std::string>();
-        auto dt = ParseDTypeName(name);
-        if (!dt)
-          return InvalidArgument(fmt::format("{}: unknown dtype '{}' (e.g. float16, bfloat16)",
-                                             Where(source, d->first, "dtypes"), name));
-        ANXIN_ASSIGN_OR_RETURN(Override o, parse_override(d->second, "dtypes." + name, false));
-        rules.dtypes_.emplace_back(*dt, o);
-      }
-    } else if (key == "ops") {
-      if (!v.IsSequence())
-        return InvalidArgument(Where(source, v, "ops") + ": expected a list of {match: GLOB, ...}");
-      for (size_t i = 0; i < v.size(); ++i) {
-        std::string p = fmt::format("ops[{}]", i);
-        if (!v[i].IsMap() || !v[i]["match"] || !v[i]["match"].IsScalar())
-          return InvalidArgument(Where(source, v[i], p) + ": needs match: GLOB");
-        ANXIN_ASSIGN_OR_RETURN(Override o, parse_override(v[i], p, true));
-        rules.ops_.emplace_back(v[i]["match"].as<std::string>(), o);
-      }
-    } else {
-      return InvalidArgument(
-          fmt::format("{}: unknown key '{}' (known: default, dtypes, ops, statistics)",
-                      Where(source, it->first, ""), key));
+  if (auto d = root.Find("default"); d && !d->IsNull()) {
+    ANXIN_ASSIGN_OR_RETURN(rules.default_, parse_override(*d, false));
+  }
+  if (auto st = root.Find("statistics"); st && !st->IsNull()) {
+    ANXIN_ASSIGN_OR_RETURN(Override o, parse_override(*st, false));
+    if (o.pass_stat_rel_diff) rules.default_.pass_stat_rel_diff = o.pass_stat_rel_diff;
+    if (o.fail_stat_rel_diff) rules.default_.fail_stat_rel_diff = o.fail_stat_rel_diff;
+  }
+  if (auto dts = root.Find("dtypes")) {
+    ANXIN_ASSIGN_OR_RETURN(auto entries, dts->Entries());
+    for (const auto& [name, node] : entries) {
+      auto dt = ParseDTypeName(name);
+      if (!dt)
+        return std::unexpected(
+            node.MakeError(fmt::format("unknown dtype '{}' (e.g. float16, bfloat16)", name)));
+      ANXIN_ASSIGN_OR_RETURN(Override o, parse_override(node, false));
+      rules.dtypes_.emplace_back(*dt, o);
+    }
+  }
+  if (auto ops = root.Find("ops")) {
+    ANXIN_ASSIGN_OR_RETURN(auto list, ops->Elements());
+    for (const ConfigNode& e : list) {
+      std::optional<ConfigNode> match = e.IsMap() ? e.Find("match") : std::nullopt;
+      if (!match || !match->IsScalar())
+        return std::unexpected(e.MakeError("needs match: GLOB (a list of {match: GLOB, ...})"));
+      ANXIN_ASSIGN_OR_RETURN(Override o, parse_override(e, true));
+      rules.ops_.emplace_back(match->ScalarText(), o);
     }
   }
   return rules;
 }
 
+Result<ThresholdRules> ThresholdRules::ParseYaml(std::string_view text, const std::string& source) {
+  ANXIN_ASSIGN_OR_RETURN(ConfigNode root, ConfigNode::Parse(text, source));
+  return FromConfig(root);
+}
+
 Result<ThresholdRules> ThresholdRules::LoadYaml(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return NotFound(path + ": cannot open the threshold file");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ParseYaml(ss.str(), path);
+  ANXIN_ASSIGN_OR_RETURN(ConfigNode root, ConfigNode::LoadFile(path));
+  return FromConfig(root);
 }
 
 Result<ThresholdRules> ThresholdRules::LoadConfigSection(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return NotFound(path + ": cannot open the config file");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  YAML::Node root;
-  try {
-    root = YAML::Load(ss.str());
-  } catch (const YAML::Exception& e) {
-    return InvalidArgument(
-        fmt::format("{}:{}:{}: {}", path, e.mark.line + 1, e.mark.column + 1, e.msg));
-  }
-  if (!root.IsMap() || !root["compare"]) return ThresholdRules();
-  YAML::Emitter out;
-  out << root["compare"];
-  // Re-parse the section alone; line numbers then count from the section.
-  return ParseYaml(out.c_str(), path + " (compare section)");
+  ANXIN_ASSIGN_OR_RETURN(ConfigNode root, ConfigNode::LoadFile(path));
+  std::optional<ConfigNode> section = root.IsMap() ? root.Find("compare") : std::nullopt;
+  if (!section) return ThresholdRules();
+  return FromConfig(*section);
 }
 
 Thresholds ThresholdRules::For(const std::string& name, std::optional<DType> dtype) const {

@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "anxin/base/config.h"
 #include "anxin/base/error.h"
 #include "anxin/compare/dtype.h"
 #include "anxin/compare/metrics.h"
@@ -49,7 +50,11 @@ struct Thresholds {
 class ThresholdRules {
  public:
   ThresholdRules() = default;
-  // Parses a threshold document (see above); source names it in messages.
+  // Reads a threshold document (see above) already parsed, e.g. the
+  // `compare:` section of the global configuration (FindSection). Errors
+  // read "file:line:col: key.path: problem".
+  static Result<ThresholdRules> FromConfig(const ConfigNode& root);
+  // Parses a threshold document; source names it in messages.
   static Result<ThresholdRules> ParseYaml(std::string_view text, const std::string& source);
   static Result<ThresholdRules> LoadYaml(const std::string& path);
   // Reads the `compare:` section of a config file; no section -> defaults.
