@@ -40,19 +40,25 @@ void RunKernel(KernelPath path, const kernel::Args& args, kernel::Sums& sums) {
   }
 }
 
-// The formats the kernel decodes itself.
-std::optional<kernel::Format> FormatOf(DType dtype) {
+// The formats the kernel decodes itself; false for the others. (A plain
+// flag: g++ 12 gives a false maybe-uninitialized on std::optional here at -O2.)
+bool FormatOf(DType dtype, bool swapped, kernel::Format* f) {
+  if (swapped) return false;
   switch (dtype) {
     case DType::kFloat64:
-      return kernel::Format::kF64;
+      *f = kernel::Format::kF64;
+      return true;
     case DType::kFloat32:
-      return kernel::Format::kF32;
+      *f = kernel::Format::kF32;
+      return true;
     case DType::kFloat16:
-      return kernel::Format::kF16;
+      *f = kernel::Format::kF16;
+      return true;
     case DType::kBFloat16:
-      return kernel::Format::kBF16;
+      *f = kernel::Format::kBF16;
+      return true;
     default:
-      return std::nullopt;
+      return false;
   }
 }
 
@@ -114,14 +120,15 @@ void MetricAccumulator::Add(const MetricParams& params, const double* out, const
 void MetricAccumulator::Add(const MetricParams& params, DType out_dtype, const void* out,
                             DType ref_dtype, const void* ref, size_t n, bool swap_out,
                             bool swap_ref) {
-  const auto fo = swap_out ? std::nullopt : FormatOf(out_dtype);
-  const auto fr = swap_ref ? std::nullopt : FormatOf(ref_dtype);
+  kernel::Format fo = kernel::Format::kF64, fr = kernel::Format::kF64;
+  const bool fused_out = FormatOf(out_dtype, swap_out, &fo);
+  const bool fused_ref = FormatOf(ref_dtype, swap_ref, &fr);
   kernel::Args a = ArgsFor(params, n);
-  if (fo && fr) {
+  if (fused_out && fused_ref) {
     a.out = out;
     a.ref = ref;
-    a.out_format = *fo;
-    a.ref_format = *fr;
+    a.out_format = fo;
+    a.ref_format = fr;
     RunKernel(params.path, a, s_);
     return;
   }
@@ -136,19 +143,21 @@ void MetricAccumulator::Add(const MetricParams& params, DType out_dtype, const v
   for (size_t i = 0; i < n; i += kBlock) {
     const size_t m = std::min(kBlock, n - i);
     a.n = m;
-    if (fo) {
+    if (fused_out) {
       a.out = po + i * so;
-      a.out_format = *fo;
+      a.out_format = fo;
     } else {
       ConvertToDouble(out_dtype, po + i * so, swap_out, m, a_buf);
       a.out = a_buf;
+      a.out_format = kernel::Format::kF64;
     }
-    if (fr) {
+    if (fused_ref) {
       a.ref = pr + i * sr;
-      a.ref_format = *fr;
+      a.ref_format = fr;
     } else {
       ConvertToDouble(ref_dtype, pr + i * sr, swap_ref, m, b_buf);
       a.ref = b_buf;
+      a.ref_format = kernel::Format::kF64;
     }
     RunKernel(params.path, a, s_);
   }
