@@ -44,8 +44,6 @@ std::vector<MetricAccumulator> RunJobs(std::vector<Job>& jobs, unsigned threads)
     jobs[j].items = items.size() - jobs[j].first_item;
   }
   std::vector<MetricAccumulator> partial(items.size());
-  std::vector<std::atomic<size_t>> remaining(jobs.size());
-  for (size_t j = 0; j < jobs.size(); ++j) remaining[j].store(jobs[j].items);
   std::atomic<size_t> next{0};
   auto worker = [&] {
     std::vector<double> a, b;
@@ -74,15 +72,6 @@ std::vector<MetricAccumulator> RunJobs(std::vector<Job>& jobs, unsigned threads)
       }
       job.out->ReleasePages(it.begin, it.end - it.begin);
       if (job.ref != job.out) job.ref->ReleasePages(it.begin, it.end - it.begin);
-      // A fault can map a whole large page-cache folio, so a thread reading
-      // one item may map pages of a neighbouring item another thread has
-      // already released. Whoever finishes a tensor's last item releases all
-      // of it: nothing stays mapped once a tensor is done.
-      if (remaining[it.job].fetch_sub(1, std::memory_order_acq_rel) == 1 && job.items > 1) {
-        const uint64_t n = o.NumElements();
-        job.out->ReleasePages(0, n);
-        if (job.ref != job.out) job.ref->ReleasePages(0, n);
-      }
     }
   };
   threads = std::max(1u, std::min<unsigned>(threads, static_cast<unsigned>(items.size())));

@@ -236,6 +236,7 @@ Result<Tensor> ParseNpy(std::shared_ptr<const MappedFile> owner, std::span<const
   t.swap_bytes = descr.swap;
   t.fortran_order = header.fortran;
   t.mapped = owner->mapped();
+  if (t.mapped) t.mapping = owner->bytes();
   t.keep_alive = std::move(owner);
   return t;
 }

@@ -71,6 +71,7 @@ Result<std::vector<Tensor>> ParseSafetensors(std::shared_ptr<const MappedFile> f
     t.data = b.data() + data_start + begin;
     t.data_offset = data_start + begin;
     t.mapped = file->mapped();
+    if (t.mapped) t.mapping = file->bytes();
     t.keep_alive = file;
     out.push_back(std::move(t));
   }

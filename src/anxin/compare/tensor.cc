@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 
 namespace anxin::compare {
@@ -103,14 +104,24 @@ void Tensor::ReadDoubles(uint64_t first, size_t count, double* out) const {
 void Tensor::ReleasePages(uint64_t first, uint64_t count) const {
   if (!mapped || fortran_order || count == 0) return;
   static const uintptr_t kPage = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  // A page fault may map a whole page-cache folio (naturally aligned, at most
+  // 2 MiB) around the faulting page, including pages of a neighbouring range
+  // that another thread has already released. Rounding out to 2 MiB catches
+  // every page this range's faults can have mapped, so once the last reader
+  // of each 2 MiB block has released it, nothing stays mapped. A neighbour
+  // still reading inside the block faults its pages back in from the page
+  // cache: the mapping is private and read-only, never written. The range is
+  // kept within this tensor's file mapping.
+  constexpr uintptr_t kBlock = uintptr_t{2} << 20;
   const size_t size = DTypeSize(*dtype);
   uintptr_t begin = reinterpret_cast<uintptr_t>(data + first * size);
   uintptr_t end = begin + count * size;
-  // Rounded outwards so that small tensors and headers are released too. A
-  // neighbour still reading a shared edge page just faults it back in from
-  // the page cache: the mapping is private and read-only, never written.
-  begin &= ~(kPage - 1);
-  end = (end + kPage - 1) & ~(kPage - 1);
+  begin &= ~(kBlock - 1);
+  end = (end + kBlock - 1) & ~(kBlock - 1);
+  const uintptr_t map_begin = reinterpret_cast<uintptr_t>(mapping.data());
+  const uintptr_t map_end = (map_begin + mapping.size() + kPage - 1) & ~(kPage - 1);
+  begin = std::max(begin, map_begin);
+  end = std::min(end, map_end);
   if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
 }
 

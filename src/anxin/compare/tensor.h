@@ -73,6 +73,8 @@ struct Tensor {
   bool swap_bytes = false;   // stored big-endian
   bool fortran_order = false;
   bool mapped = false;  // data is file-backed: pages can be released after reading
+  // The whole file mapping data lies in, when mapped (page-aligned start).
+  std::span<const uint8_t> mapping;
   std::shared_ptr<const void> keep_alive;
   std::optional<TensorStats> stats;  // from the dump, when there is no data
 
@@ -82,9 +84,10 @@ struct Tensor {
   // Writes elements [first, first + count) in C (row-major) order as float64.
   // REQUIRES: HasData(), first + count <= NumElements().
   void ReadDoubles(uint64_t first, size_t count, double* out) const;
-  // Drops the mapped pages holding elements [first, first + count) from this
-  // process (they stay in the page cache), so reading a dump front to back
-  // keeps the resident set small. A no-op for data not backed by a file.
+  // Drops the mapped pages holding elements [first, first + count), and the
+  // rest of the 2 MiB blocks around them within the file, from this process
+  // (they stay in the page cache), so reading a dump front to back keeps the
+  // resident set small. A no-op for data not backed by a file.
   // Thread safe: other readers of the same pages fault them back in.
   void ReleasePages(uint64_t first, uint64_t count) const;
 };
