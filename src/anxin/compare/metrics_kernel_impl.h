@@ -164,49 +164,6 @@ inline double DecodeOne(Format f, const uint8_t* src) {
   return DecodeBlock(f, b, kW, out, dummy)[0];
 }
 
-// One group's partial results (kW lanes).
-struct Acc {
-  V s_ab, s_aa, s_bb, s_abs, s_sq, s_rel, s_a, s_b, s_a2, s_b2;
-  V m_abs, m_rel, m_relnz, m_ulp, mx_a, mn_a, mx_b, mn_b;
-  // Sums of squares: s_a2f / s_b2f in all-finite blocks (where they serve as
-  // both the per-side and the pair sums), the other four elsewhere.
-  V s_a2f, s_b2f;
-  uint64_t c_fin, c_nan, c_inf, c_r3, c_r5, c_ulp, c_viol, c_zr, c_a, c_b;
-};
-
-// The eight logical lanes of field f, in lane order.
-struct Lanes {
-  double v[kLanes];
-};
-inline Lanes Gather(const Acc (&acc)[kGroups], V Acc::*f) {
-  Lanes l;
-  for (size_t g = 0; g < kGroups; ++g)
-    for (size_t w = 0; w < kW; ++w) l.v[g * kW + w] = (acc[g].*f)[w];
-  return l;
-}
-// Lane reductions in one fixed order.
-inline double Sum(const Acc (&acc)[kGroups], V Acc::*f) {
-  const Lanes l = Gather(acc, f);
-  const double* v = l.v;
-  return ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]));
-}
-inline double HMax(const Acc (&acc)[kGroups], V Acc::*f) {
-  const Lanes l = Gather(acc, f);
-  double m = l.v[0];
-  for (size_t k = 1; k < kLanes; ++k) m = m < l.v[k] ? l.v[k] : m;
-  return m;
-}
-inline double HMin(const Acc (&acc)[kGroups], V Acc::*f) {
-  const Lanes l = Gather(acc, f);
-  double m = l.v[0];
-  for (size_t k = 1; k < kLanes; ++k) m = l.v[k] < m ? l.v[k] : m;
-  return m;
-}
-inline uint64_t Count(const Acc (&acc)[kGroups], uint64_t Acc::*f) {
-  uint64_t s = 0;
-  for (size_t g = 0; g < kGroups; ++g) s += acc[g].*f;
-  return s;
-}
 // Lane masks: AVX-512 mask registers, else vectors of -1 / 0 lanes. Counts
 // are taken in general registers (the vector ports are the bottleneck).
 #if defined(__AVX512F__)
@@ -241,6 +198,66 @@ inline Mask Or(Mask a, Mask b) { return static_cast<Mask>(a | b); }
 inline Mask Xor(Mask a, Mask b) { return static_cast<Mask>(a ^ b); }
 inline Mask Not(Mask a) { return static_cast<Mask>(~a); }
 
+// Counters: in general registers where a mask moves there cheaply (AVX2,
+// AVX-512); on SSE2 as vector lanes that subtract the -1 of each mask.
+#if defined(__AVX512F__) || defined(__AVX2__)
+using Counter = uint64_t;
+inline void Tally(Counter& c, Mask m) { c += Pop(m); }
+inline uint64_t Total(Counter c) { return c; }
+#else
+using Counter = M;
+inline void Tally(Counter& c, Mask m) { c -= m; }
+inline uint64_t Total(Counter c) {
+  uint64_t t = 0;
+  for (size_t w = 0; w < kW; ++w) t += static_cast<uint64_t>(c[w]);
+  return t;
+}
+#endif
+
+// One group's partial results (kW lanes).
+struct Acc {
+  V s_ab, s_aa, s_bb, s_abs, s_sq, s_rel, s_a, s_b, s_a2, s_b2;
+  V m_abs, m_rel, m_relnz, m_ulp, mx_a, mn_a, mx_b, mn_b;
+  // Sums of squares: s_a2f / s_b2f in all-finite blocks (where they serve as
+  // both the per-side and the pair sums), the other four elsewhere.
+  V s_a2f, s_b2f;
+  Counter c_fin, c_nan, c_inf, c_r3, c_r5, c_ulp, c_viol, c_zr, c_a, c_b;
+};
+
+// The eight logical lanes of field f, in lane order.
+struct Lanes {
+  double v[kLanes];
+};
+inline Lanes Gather(const Acc (&acc)[kGroups], V Acc::*f) {
+  Lanes l;
+  for (size_t g = 0; g < kGroups; ++g)
+    for (size_t w = 0; w < kW; ++w) l.v[g * kW + w] = (acc[g].*f)[w];
+  return l;
+}
+// Lane reductions in one fixed order.
+inline double Sum(const Acc (&acc)[kGroups], V Acc::*f) {
+  const Lanes l = Gather(acc, f);
+  const double* v = l.v;
+  return ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]));
+}
+inline double HMax(const Acc (&acc)[kGroups], V Acc::*f) {
+  const Lanes l = Gather(acc, f);
+  double m = l.v[0];
+  for (size_t k = 1; k < kLanes; ++k) m = m < l.v[k] ? l.v[k] : m;
+  return m;
+}
+inline double HMin(const Acc (&acc)[kGroups], V Acc::*f) {
+  const Lanes l = Gather(acc, f);
+  double m = l.v[0];
+  for (size_t k = 1; k < kLanes; ++k) m = l.v[k] < m ? l.v[k] : m;
+  return m;
+}
+inline uint64_t Count(const Acc (&acc)[kGroups], Counter Acc::*f) {
+  uint64_t s = 0;
+  for (size_t g = 0; g < kGroups; ++g) s += Total(acc[g].*f);
+  return s;
+}
+
 // The constants of one call, kept in registers across a block.
 struct Consts {
   V kMax, kEps, kZero, kOne, kInf, kNegInf, k1e3, k5e3, rtol, atol;
@@ -264,12 +281,12 @@ __attribute__((always_inline)) inline void Step(Acc& c, const Consts& k, V a, V 
   const Mask both = And(fa, fb);
   if constexpr (!kFinite) {
     const Mask na = Ne(a, a), nb = Ne(b, b);
-    c.c_nan += Pop(Xor(na, nb));
+    Tally(c.c_nan, Xor(na, nb));
     // An infinity against anything else (NaN excluded).
-    c.c_inf += Pop(And(And(Or(Not(Or(fa, na)), Not(Or(fb, nb))), Not(Or(na, nb))), Ne(a, b)));
-    c.c_a += Pop(fa);
-    c.c_b += Pop(fb);
-    c.c_fin += Pop(both);
+    Tally(c.c_inf, And(And(Or(Not(Or(fa, na)), Not(Or(fb, nb))), Not(Or(na, nb))), Ne(a, b)));
+    Tally(c.c_a, fa);
+    Tally(c.c_b, fb);
+    Tally(c.c_fin, both);
   }
   // Per-side statistics over finite values.
   const V ax = kFinite ? a : Select(fa, a, kZero), bx = kFinite ? b : Select(fb, b, kZero);
@@ -304,18 +321,18 @@ __attribute__((always_inline)) inline void Step(Acc& c, const Consts& k, V a, V 
   c.s_rel += rel;
   c.m_rel = Max(c.m_rel, rel);
   c.m_relnz = Max(c.m_relnz, Select(yz, kZero, rel));
-  c.c_zr += Pop(And(yz, Ne(ad, kZero)));
-  c.c_r3 += Pop(And(both, Lt(rel, k1e3)));
-  c.c_r5 += Pop(And(both, Lt(rel, k5e3)));
+  Tally(c.c_zr, And(yz, Ne(ad, kZero)));
+  Tally(c.c_r3, And(both, Lt(rel, k1e3)));
+  Tally(c.c_r5, And(both, Lt(rel, k5e3)));
   const V ey = reinterpret_cast<V>(reinterpret_cast<M>(y) & kExponentBits);
   const V eb_pow = Min(Max(ey, min_pow), top_pow);
   const V inv = reinterpret_cast<V>(kInvBias - reinterpret_cast<M>(eb_pow));
   const V ulp = ad * inv * Select(Lt(top_pow, ey), mant_pow_half, mant_pow);
   c.m_ulp = Max(c.m_ulp, ulp);
-  c.c_ulp += Pop(Lt(kOne, ulp));
+  Tally(c.c_ulp, Lt(kOne, ulp));
   // allclose: non-finite positions pass only when identical infinities.
   const Mask close = Le(ad, atol + rtol * Abs(y));
-  c.c_viol += kW - Pop(kFinite ? close : Or(And(both, close), And(Not(both), Eq(a, b))));
+  Tally(c.c_viol, Not(kFinite ? close : Or(And(both, close), And(Not(both), Eq(a, b)))));
 }
 
 // Adds count (a multiple of kLanes) pairs from float64 buffers. The
@@ -366,7 +383,7 @@ void Run(const Args& args, Sums& s) {
       c.mx_a = c.mx_b = kNegInf;
       c.mn_a = c.mn_b = kInf;
       c.c_fin = c.c_nan = c.c_inf = c.c_r3 = c.c_r5 = c.c_ulp = c.c_viol = c.c_zr = c.c_a = c.c_b =
-          0;
+          Counter{};
     }
   };
   auto fold = [&] {
