@@ -2,8 +2,9 @@
 // defines ANXIN_KERNEL_ENTRY (the entry point's name). Each includer is built
 // for one instruction set; everything but the entry point has internal
 // linkage, so code built for AVX-512 can never be linked into a caller that
-// runs on a lesser CPU. Only builtins are used here for the same reason (an
-// inline std:: template could be merged with another unit's copy).
+// runs on a lesser CPU. For the same reason only builtins and the compiler's
+// intrinsics (always inlined, never emitted on their own) are used here: an
+// inline std:: template could be merged with another unit's copy.
 //
 // Conventions (metrics.h): error metrics over positions where both values
 // are finite; NaN/Inf compared by position; msprobe's zero-reference rule for
