@@ -289,6 +289,14 @@ void FlushQuick(State& s) {
 }
 
 Status UnmapIdle(State& s, Provider& pv, uint64_t want_chunks) {
+  // One synchronisation for the whole pass: the chunks may back blocks that
+  // kernels in flight still use.
+  if (want_chunks > 0 && !s.idle.empty()) {
+    if (auto synced = pv.Synchronize(); !synced) {
+      return std::unexpected(
+          std::move(synced.error()).With("waiting for the device before unmapping idle chunks"));
+    }
+  }
   while (want_chunks > 0 && !s.idle.empty()) {
     auto [r, g] = s.idle.back();
     uint64_t va = r->base + uint64_t{g} * s.chunk;
@@ -457,6 +465,7 @@ Result<std::unique_ptr<Allocator>> Allocator::Create(std::unique_ptr<Provider> p
 Allocator::~Allocator() {
   State& s = *state_;
   Provider& pv = *provider_;
+  if (s.vm && !s.regions.empty()) (void)pv.Synchronize();
   for (auto& r : s.regions) {
     if (s.vm) {
       for (size_t g = 0; g < r->handle.size(); ++g) {

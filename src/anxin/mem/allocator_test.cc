@@ -192,6 +192,53 @@ TEST(AllocatorTest, RemapsIdleChunksInsteadOfGrowing) {
   EXPECT_THAT(a->CheckInvariants(), IsOk());
 }
 
+// Unmapping never races kernels in flight: within each allocator call, every
+// Unmap comes after a Synchronize, and a reclaim pass synchronises once, not
+// once per chunk. Also for empty_cache and teardown.
+TEST(AllocatorTest, SynchronizesOnceBeforeEachBatchOfUnmaps) {
+  bool synced = false;
+  int syncs = 0, unmaps = 0, unsynced_unmaps = 0;
+  SimOptions sim = Backed(512 * kMiB);
+  sim.observe = [&](std::string_view op) {
+    if (op == "synchronize") {
+      synced = true;
+      ++syncs;
+    } else if (op == "unmap") {
+      ++unmaps;
+      if (!synced) ++unsynced_unmaps;
+    }
+  };
+  AllocatorOptions o;
+  o.fragment_threshold = 0;
+  auto a = Make(sim, o);
+  std::vector<uint64_t> blocks;
+  for (int i = 0; i < 32; ++i) {
+    synced = false;
+    auto p = a->Allocate(4 * kMiB);
+    ASSERT_THAT(p, IsOk());
+    blocks.push_back(*p);
+  }
+  for (size_t i = 0; i < blocks.size(); i += 2) {
+    synced = false;
+    ASSERT_THAT(a->Free(blocks[i]), IsOk());
+  }
+  EXPECT_EQ(unmaps, 0);
+  synced = false;
+  ASSERT_THAT(a->Allocate(48 * kMiB), IsOk());  // 24 chunks remapped in one pass
+  EXPECT_GE(unmaps, 2);
+  EXPECT_EQ(syncs, 1);
+  EXPECT_EQ(unsynced_unmaps, 0);
+  ASSERT_THAT(a->Free(blocks[1]), IsOk());
+  synced = false;
+  ASSERT_THAT(a->EmptyCache(), IsOk());
+  EXPECT_EQ(unsynced_unmaps, 0);
+  synced = false;
+  const int before = unmaps;
+  a.reset();
+  EXPECT_GT(unmaps, before);
+  EXPECT_EQ(unsynced_unmaps, 0);
+}
+
 // Cached blocks that, once returned and merged, hold the request over chunks
 // that are still mapped: the allocator places it there instead of remapping
 // those chunks under fresh address space.

@@ -51,8 +51,15 @@ class Provider {
   [[nodiscard]] virtual Status ReleasePhysical(PhysicalHandle handle, uint64_t size) = 0;
   // Maps `handle` (of `size` bytes) at `va` with read/write access.
   [[nodiscard]] virtual Status Map(uint64_t va, uint64_t size, PhysicalHandle handle) = 0;
-  // Unmaps the range; returns only once no device work queued before the call
-  // can still touch it (freed blocks may be in use by kernels in flight).
+  // Waits until no device work queued so far can touch memory. A block the
+  // framework has freed may still be in use by kernels in flight on its
+  // stream (reuse on the same stream is ordered; unmapping is not), so the
+  // allocator calls this once before each batch of Unmap calls: a reclaim
+  // pass, empty_cache, teardown. Providers with no asynchronous work keep the
+  // default.
+  [[nodiscard]] virtual Status Synchronize() { return Ok(); }
+  // Unmaps the range. REQUIRES Synchronize() since the range was last handed
+  // out; the unmap itself does not wait for the device.
   [[nodiscard]] virtual Status Unmap(uint64_t va, uint64_t size) = 0;
 
   // Plain device allocation (cudaMalloc-like); every provider supports it.
@@ -74,6 +81,8 @@ struct SimOptions {
   // "map", "allocate", "reserve"); returning true makes that call fail as if
   // the device were out of memory.
   std::function<bool(std::string_view op)> fail;
+  // For tests: told of each "synchronize" and "unmap", in order.
+  std::function<void(std::string_view op)> observe;
 };
 std::unique_ptr<Provider> MakeSimProvider(SimOptions options);
 

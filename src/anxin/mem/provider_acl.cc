@@ -92,9 +92,11 @@ class AclProvider final : public Provider {
                  "aclrtMapMem");
   }
   // As with CUDA, a freed block may still be in use by tasks queued on its
-  // stream: drain the device before the physical memory leaves the range.
+  // stream: the allocator drains the device before a batch of unmaps.
+  Status Synchronize() override {
+    return Check(api_.aclrtSynchronizeDevice(), "aclrtSynchronizeDevice");
+  }
   Status Unmap(uint64_t va, uint64_t) override {
-    ANXIN_TRY(Check(api_.aclrtSynchronizeDevice(), "aclrtSynchronizeDevice"));
     return Check(api_.aclrtUnmapMem(reinterpret_cast<void*>(va)), "aclrtUnmapMem");
   }
   Result<uint64_t> Allocate(uint64_t size) override {

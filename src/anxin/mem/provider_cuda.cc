@@ -123,15 +123,14 @@ class CudaProvider final : public Provider {
     }
     return Ok();
   }
-  // cuMemUnmap does not wait for work queued on the device. A block the
-  // framework has freed may still be read or written by kernels in flight on
-  // its stream (the caching-allocator contract: reuse on the same stream is
-  // ordered, but unmapping is not), so wait for the context to drain first.
-  // Remaps and empty_cache are rare, so one synchronisation per unmap costs
-  // little; without it a remap while a step runs is an illegal address.
-  Status Unmap(uint64_t va, uint64_t size) override {
+  // cuMemUnmap does not wait for work queued on the device: the allocator
+  // calls this first (Provider::Synchronize). Without it, a remap while a
+  // training step runs is an illegal address in a kernel still in flight.
+  Status Synchronize() override {
     ANXIN_TRY(Bind());
-    ANXIN_TRY(Check(api_.cuCtxSynchronize(), "cuCtxSynchronize"));
+    return Check(api_.cuCtxSynchronize(), "cuCtxSynchronize");
+  }
+  Status Unmap(uint64_t va, uint64_t size) override {
     return Check(api_.cuMemUnmap(va, size), "cuMemUnmap");
   }
   Result<uint64_t> Allocate(uint64_t size) override {

@@ -98,7 +98,12 @@ class SimProvider final : public Provider {
     return Ok();
   }
 
+  Status Synchronize() override {
+    if (o_.observe) o_.observe("synchronize");
+    return Ok();
+  }
   Status Unmap(uint64_t va, uint64_t size) override {
+    if (o_.observe) o_.observe("unmap");
     if (!o_.backed) return Ok();
     void* p = mmap(reinterpret_cast<void*>(va), size, PROT_NONE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
