@@ -69,6 +69,7 @@ kernel::Args ArgsFor(const MetricParams& p, size_t n) {
   a.atol = p.atol;
   a.ulp_mantissa_bits = p.ulp_mantissa_bits;
   a.ulp_min_exponent = p.ulp_min_exponent;
+  a.general_only = p.general_mode_only;
   a.out_format = a.ref_format = kernel::Format::kF64;
   return a;
 }
@@ -195,6 +196,16 @@ void MetricAccumulator::Merge(const MetricAccumulator& other) {
   s.out_min = std::fmin(s.out_min, o.out_min);
   s.ref_max = std::fmax(s.ref_max, o.ref_max);
   s.ref_min = std::fmin(s.ref_min, o.ref_min);
+  s.blocks_fast += o.blocks_fast;
+  s.blocks_zeros += o.blocks_zeros;
+  s.blocks_general += o.blocks_general;
+  s.blocks_retried += o.blocks_retried;
+  s.blocks_recounted += o.blocks_recounted;
+}
+
+KernelStats MetricAccumulator::Stats() const {
+  return {s_.blocks_fast, s_.blocks_zeros, s_.blocks_general, s_.blocks_retried,
+          s_.blocks_recounted};
 }
 
 Metrics MetricAccumulator::Finish(const MetricParams& params) const {

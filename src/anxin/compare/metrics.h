@@ -53,6 +53,10 @@ struct MetricParams {
   double atol = 1e-7;
   // Tests force a path; a path the CPU lacks falls back to kAuto's choice.
   KernelPath path = KernelPath::kAuto;
+  // Tests run every block through the kernel's general mode (the one that
+  // masks NaN, Inf and zero references lane by lane); the results are the
+  // same bits either way.
+  bool general_mode_only = false;
   // The output's dtype decides the ULP format and the allclose defaults;
   // when the output is an integer type the reference's floating type does.
   static MetricParams For(DType out, DType ref);
@@ -86,6 +90,17 @@ struct Metrics {
   double ref_max = 0, ref_min = 0, ref_mean = 0, ref_norm = 0;
 };
 
+// How the kernel ran the blocks it was given (a block is 2048 elements):
+// in its fast mode (all finite, no zero reference), its zeros mode (some zero
+// references) or its general mode (NaN or Inf); retries counts the runs
+// that found their mode's preconditions broken, after which the block ran
+// again in a later mode;
+// recounted blocks had a deferred threshold count that their extremes did
+// not settle. For benchmarks and tests: the metrics never depend on it.
+struct KernelStats {
+  uint64_t fast_blocks = 0, zeros_blocks = 0, general_blocks = 0, retries = 0, recounted_blocks = 0;
+};
+
 class MetricAccumulator {
  public:
   // Adds n pairs (out[i], ref[i]).
@@ -98,6 +113,7 @@ class MetricAccumulator {
   // Adds another accumulator's pairs (sums add, maxima combine).
   void Merge(const MetricAccumulator& other);
   Metrics Finish(const MetricParams& params) const;
+  KernelStats Stats() const;
 
  private:
   kernel::Sums s_;

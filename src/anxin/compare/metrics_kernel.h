@@ -29,6 +29,9 @@ struct Sums {
          out_sumsq = 0;
   double ref_max = -__builtin_huge_val(), ref_min = __builtin_huge_val(), ref_sum = 0,
          ref_sumsq = 0;
+  // How the blocks ran (metrics.h, KernelStats).
+  uint64_t blocks_fast = 0, blocks_zeros = 0, blocks_general = 0, blocks_retried = 0,
+           blocks_recounted = 0;
 };
 
 struct Args {
@@ -38,6 +41,9 @@ struct Args {
   size_t n;
   double rtol, atol;
   int ulp_mantissa_bits, ulp_min_exponent;
+  // Every block through the general (masked) mode; for tests, which hold the
+  // faster modes to its results bit for bit.
+  bool general_only = false;
 };
 
 void RunBaseline(const Args& args, Sums& sums);

@@ -284,6 +284,143 @@ TEST(KernelPaths, UlpAtTheEdgesOfFloat64) {
   }
 }
 
+// Blocks of every kind the kernel treats differently: clean and close, across
+// the thousandth thresholds, far apart (ULP errors and allclose violations),
+// zero references, NaN and Inf, values of 2^600 (their squares overflow),
+// subnormal references, exact ties with the thresholds, and blocks whose
+// largest errors sit exactly on a threshold; in an order that
+// takes the kernel through each of its modes and count deferrals. Every
+// block through the general mode gives the same bits, on every path, for
+// float64 data and for each fused format; the kernel's own statistics show
+// that each mode ran.
+TEST(KernelPaths, ModeChoiceNeverChangesAResult) {
+  constexpr size_t kBlock = 2048;  // the kernel's block
+  const int kKinds[] = {0, 0, 1, 0, 3, 3, 0, 4, 0, 2, 2, 0,  5,  0,  6,  7, 0,  1, 1,  3,  0, 7,
+                        2, 0, 4, 4, 0, 8, 8, 0, 9, 9, 0, 10, 11, 10, 11, 8, 11, 9, 11, 12, 0};
+  std::mt19937_64 rng(11);
+  std::normal_distribution<double> g;
+  std::vector<double> a, b;
+  auto away = [&] {  // a normal value at least 0.1 from zero
+    double x = g(rng);
+    return x < 0 ? x - 0.1 : x + 0.1;
+  };
+  auto fill = [&](int kind, size_t n) {
+    for (size_t i = 0; i < n; ++i) {
+      double y = away(), x = y * (1 + 1e-5 * g(rng));
+      switch (kind) {
+        case 1:
+          x = y * (1 + 0.003 * g(rng));
+          break;
+        case 2:
+          x = y + g(rng);
+          break;
+        case 3:
+          if (i % 97 == 5) y = 0, x = i % 2 ? 0.0 : 1e-3 * g(rng);
+          break;
+        case 4:
+          if (i % 101 == 3) x = NAN;
+          if (i % 103 == 7) y = HUGE_VAL;
+          if (i % 107 == 9) x = y = -HUGE_VAL;
+          break;
+        case 5:
+          y = std::ldexp(y, 600), x = y * (1 + 1e-6 * g(rng));
+          break;
+        case 6:
+          y = std::ldexp(y, -1060), x = y + std::ldexp(g(rng), -1070);
+          break;
+        case 8:  // close, with the largest relative error exactly 0.001
+          if (i % 64 == 1) y = 1000, x = 1001;
+          break;
+        case 9:  // close, with the largest relative error exactly 0.005
+          if (i % 64 == 1) y = -1000, x = -1005;
+          break;
+        case 10:  // tiny values: the largest |N-B| exactly atol (1e-7), or
+                  // 1.5 atol, past atol + rtol |B|
+          y = 1e-7 * g(rng), x = y * (1 + 1e-3 * g(rng));
+          if (i % 64 == 1) y = 1e-7, x = i % 128 == 1 ? 2e-7 : 2.5e-7;
+          break;
+        case 12:  // relative errors just over float64's rtol: violations
+          y = 3 + 0.1 * std::fabs(g(rng)), x = y * (1 + 1.5e-7);
+          break;
+        case 11:  // identical: every count settled, so the next block defers all
+          x = y;
+          break;
+        case 7:
+          // rel exactly 0.001 and 0.005, ULP error exactly 1, and |N-B|
+          // right at atol + rtol |B| for float64's defaults.
+          switch (i % 4) {
+            case 0:
+              y = 1000, x = 1001;
+              break;
+            case 1:
+              y = -1000, x = -1005;
+              break;
+            case 2:
+              y = 1.5, x = std::nextafter(1.5, 2.0);
+              break;
+            default:
+              y = 3, x = y + (1e-7 + 1e-7 * 3);
+          }
+          break;
+        default:
+          break;
+      }
+      a.push_back(x);
+      b.push_back(y);
+    }
+  };
+  for (int kind : kKinds) fill(kind, kBlock);
+  fill(0, 1000);  // and a tail
+  const size_t n = a.size();
+
+  auto bytes = [&](DType dt, const std::vector<double>& v) {
+    std::vector<uint8_t> out(v.size() * DTypeSize(dt));
+    for (size_t i = 0; i < v.size(); ++i) {
+      if (dt == DType::kFloat64) {
+        std::memcpy(&out[i * 8], &v[i], 8);
+      } else if (dt == DType::kFloat32) {
+        float f = static_cast<float>(v[i]);
+        std::memcpy(&out[i * 4], &f, 4);
+      } else if (dt == DType::kFloat16) {
+        _Float16 h = static_cast<_Float16>(v[i]);
+        std::memcpy(&out[i * 2], &h, 2);
+      } else {
+        uint32_t f = std::bit_cast<uint32_t>(static_cast<float>(v[i]));
+        uint16_t h = static_cast<uint16_t>(f >> 16);
+        std::memcpy(&out[i * 2], &h, 2);
+      }
+    }
+    return out;
+  };
+  const DType kTypes[] = {DType::kFloat64, DType::kFloat32, DType::kFloat16, DType::kBFloat16};
+  for (DType dto : kTypes) {
+    for (DType dtr : kTypes) {
+      const auto o = bytes(dto, a), r = bytes(dtr, b);
+      for (bool wide_ulp : {false, true}) {
+        for (KernelPath path : AvailableKernelPaths()) {
+          SCOPED_TRACE(fmt::format("{} vs {}, {}{}", DTypeName(dto), DTypeName(dtr),
+                                   KernelPathName(path), wide_ulp ? ", float64 ULP" : ""));
+          MetricParams p = MetricParams::For(dto, dtr);
+          if (wide_ulp) p.ulp_mantissa_bits = 52, p.ulp_min_exponent = -1022;
+          p.path = path;
+          MetricAccumulator adaptive, general;
+          adaptive.Add(p, dto, o.data(), dtr, r.data(), n);
+          p.general_mode_only = true;
+          general.Add(p, dto, o.data(), dtr, r.data(), n);
+          EXPECT_TRUE(SameBits(adaptive.Finish(p), general.Finish(p)));
+          const KernelStats st = adaptive.Stats();
+          EXPECT_GT(st.fast_blocks, 0u);
+          EXPECT_GT(st.zeros_blocks, 0u);
+          EXPECT_GT(st.general_blocks, 0u);
+          EXPECT_GT(st.retries, 0u);
+          EXPECT_GT(st.recounted_blocks, 0u);
+          EXPECT_EQ(general.Stats().fast_blocks + general.Stats().zeros_blocks, 0u);
+        }
+      }
+    }
+  }
+}
+
 TEST_F(MetricsVsNumpy, ThreadCountDoesNotChangeTheNumbers) {
   auto out = ReadNpyFile(*dir_ / "f32_noise.out.npy", {});
   auto ref = ReadNpyFile(*dir_ / "f32_noise.ref.npy", {});
