@@ -47,6 +47,7 @@ std::vector<MetricAccumulator> RunJobs(std::vector<Job>& jobs, unsigned threads)
   std::atomic<size_t> next{0};
   auto worker = [&] {
     std::vector<double> a, b;
+    PageReleaser releaser;
     for (size_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < items.size();) {
       const Item& it = items[i];
       const Job& job = jobs[it.job];
@@ -70,8 +71,8 @@ std::vector<MetricAccumulator> RunJobs(std::vector<Job>& jobs, unsigned threads)
           partial[i].Add(job.params, a.data(), b.data(), n);
         }
       }
-      job.out->ReleasePages(it.begin, it.end - it.begin);
-      if (job.ref != job.out) job.ref->ReleasePages(it.begin, it.end - it.begin);
+      releaser.Add(*job.out, it.begin, it.end - it.begin);
+      if (job.ref != job.out) releaser.Add(*job.ref, it.begin, it.end - it.begin);
     }
   };
   threads = std::max(1u, std::min<unsigned>(threads, static_cast<unsigned>(items.size())));

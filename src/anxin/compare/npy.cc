@@ -187,12 +187,15 @@ Result<DescrResult> ParseDescr(const std::string& descr, const std::string& labe
   return unsupported("is not a supported numeric type");
 }
 
-}  // namespace
-
-Result<Tensor> ParseNpy(std::shared_ptr<const MappedFile> owner, std::span<const uint8_t> b,
-                        const std::string& label, const NpyOptions& options) {
+// Where the header text of a .npy of size bytes lies, from b, the file's
+// first bytes (at least 12, or all of a shorter file).
+struct HeaderSpan {
+  uint64_t start, len;
+};
+Result<HeaderSpan> LocateHeader(std::span<const uint8_t> b, uint64_t size,
+                                const std::string& label) {
   static constexpr uint8_t kMagic[] = {0x93, 'N', 'U', 'M', 'P', 'Y'};
-  if (b.size() < 10) return Corrupt(label, b.size(), "truncated: a .npy needs at least 10 bytes");
+  if (size < 10) return Corrupt(label, size, "truncated: a .npy needs at least 10 bytes");
   if (std::memcmp(b.data(), kMagic, 6) != 0)
     return Corrupt(label, 0, "not a .npy file (no \\x93NUMPY magic)");
   uint8_t major = b[6];
@@ -201,18 +204,30 @@ Result<Tensor> ParseNpy(std::shared_ptr<const MappedFile> owner, std::span<const
     header_len = b[8] | (static_cast<uint64_t>(b[9]) << 8);
     header_start = 10;
   } else if (major == 2 || major == 3) {
-    if (b.size() < 12) return Corrupt(label, b.size(), "truncated inside the header length");
+    if (size < 12) return Corrupt(label, size, "truncated inside the header length");
     header_len = b[8] | (static_cast<uint64_t>(b[9]) << 8) | (static_cast<uint64_t>(b[10]) << 16) |
                  (static_cast<uint64_t>(b[11]) << 24);
     header_start = 12;
   } else {
     return Corrupt(label, 6, fmt::format("unsupported .npy format version {}", major));
   }
-  if (header_start + header_len > b.size())
-    return Corrupt(label, b.size(),
+  if (header_start + header_len > size)
+    return Corrupt(label, size,
                    fmt::format("truncated: header of {} bytes at offset {} runs past the end",
                                header_len, header_start));
-  std::string_view text(reinterpret_cast<const char*>(b.data() + header_start), header_len);
+  return HeaderSpan{header_start, header_len};
+}
+
+// Parses the header in head (at least the whole header) of a file of size
+// bytes whose contents are owner->bytes() (or data, for archive members).
+Result<Tensor> ParseWithHeader(std::shared_ptr<const MappedFile> owner, const uint8_t* data,
+                               std::span<const uint8_t> head, uint64_t size,
+                               const std::string& label, const NpyOptions& options) {
+  ANXIN_ASSIGN_OR_RETURN(HeaderSpan span, LocateHeader(head, size, label));
+  const uint64_t header_start = span.start, header_len = span.len;
+  if (header_start + header_len > head.size())
+    return Corrupt(label, head.size(), "changed while being read (header cut short)");
+  std::string_view text(reinterpret_cast<const char*>(head.data() + header_start), header_len);
   HeaderParser parser(text, label, header_start);
   ANXIN_ASSIGN_OR_RETURN(auto header, parser.Parse());
   ANXIN_ASSIGN_OR_RETURN(auto descr, ParseDescr(header.descr, label, options));
@@ -220,18 +235,18 @@ Result<Tensor> ParseNpy(std::shared_ptr<const MappedFile> owner, std::span<const
   if (!count) return Corrupt(label, header_start, count.error().message());
   uint64_t data_start = header_start + header_len;
   unsigned __int128 need = static_cast<unsigned __int128>(*count) * DTypeSize(descr.dtype);
-  if (need > b.size() - data_start)
-    return Corrupt(label, b.size(),
+  if (need > size - data_start)
+    return Corrupt(label, size,
                    fmt::format("truncated: shape {} of {} needs {} data bytes from offset {}, "
                                "but the file ends after {}",
                                ShapeString(header.shape), DTypeName(descr.dtype),
-                               static_cast<uint64_t>(need), data_start, b.size() - data_start));
+                               static_cast<uint64_t>(need), data_start, size - data_start));
   Tensor t;
   t.source = label;
   t.dtype = descr.dtype;
   t.dtype_label = header.descr;
   t.shape = std::move(header.shape);
-  t.data = b.data() + data_start;
+  t.data = data + data_start;
   t.data_offset = data_start;
   t.swap_bytes = descr.swap;
   t.fortran_order = header.fortran;
@@ -240,6 +255,17 @@ Result<Tensor> ParseNpy(std::shared_ptr<const MappedFile> owner, std::span<const
   t.keep_alive = std::move(owner);
   return t;
 }
+
+}  // namespace
+
+Result<Tensor> ParseNpy(std::shared_ptr<const MappedFile> owner, std::span<const uint8_t> b,
+                        const std::string& label, const NpyOptions& options) {
+  return ParseWithHeader(std::move(owner), b.data(), b, b.size(), label, options);
+}
+
+// Bytes read from the start of a file for its header (NumPy pads headers to
+// 64 or 4096 bytes; longer ones are read in a second call).
+constexpr uint64_t kHeadBytes = 4096;
 
 Result<std::optional<DType>> ReadDTypeSidecar(const std::string& path) {
   std::string side = path + ".dtype";
@@ -261,10 +287,16 @@ Result<Tensor> ReadNpyFile(const std::string& path, const NpyOptions& options) {
   if (!opts.void_as) {
     ANXIN_ASSIGN_OR_RETURN(opts.void_as, ReadDTypeSidecar(path));
   }
-  ANXIN_ASSIGN_OR_RETURN(auto file, MappedFile::Open(path));
-  auto t = ParseNpy(file, file->bytes(), path, opts);
-  file->ReleasePages();
-  return t;
+  // The header is read with pread and the data mapped untouched, so opening
+  // thousands of files maps no pages (and leaves none to release).
+  std::vector<uint8_t> head;
+  ANXIN_ASSIGN_OR_RETURN(auto file, MappedFile::Open(path, kHeadBytes, &head));
+  const uint64_t size = file->bytes().size();
+  if (auto span = LocateHeader(head, size, path); span && span->start + span->len > head.size()) {
+    // A header longer than the first read: read exactly it.
+    ANXIN_ASSIGN_OR_RETURN(head, ReadFilePrefix(path, span->start + span->len));
+  }
+  return ParseWithHeader(file, file->bytes().data(), head, size, path, opts);
 }
 
 }  // namespace anxin::compare

@@ -4,14 +4,52 @@
 #include <fmt/format.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 
 namespace anxin::compare {
 
 Result<std::shared_ptr<const MappedFile>> MappedFile::Open(const std::string& path) {
+  return Open(path, 0, nullptr);
+}
+
+namespace {
+
+// pread until n bytes or end of file.
+Status PreadAll(int fd, const std::string& path, uint64_t n, std::vector<uint8_t>* out) {
+  out->resize(n);
+  uint64_t got = 0;
+  while (got < n) {
+    ssize_t r = ::pread(fd, out->data() + got, n - got, static_cast<off_t>(got));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return std::unexpected(ErrnoError(errno, "read " + path));
+    if (r == 0) break;
+    got += static_cast<uint64_t>(r);
+  }
+  out->resize(got);
+  return Ok();
+}
+
+}  // namespace
+
+Result<std::vector<uint8_t>> ReadFilePrefix(const std::string& path, uint64_t n) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::unexpected(ErrnoError(errno, "open " + path));
+  std::vector<uint8_t> out;
+  Status s = PreadAll(fd, path, n, &out);
+  ::close(fd);
+  if (!s) return std::unexpected(s.error());
+  return out;
+}
+
+Result<std::shared_ptr<const MappedFile>> MappedFile::Open(const std::string& path,
+                                                           uint64_t prefix_bytes,
+                                                           std::vector<uint8_t>* prefix) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return std::unexpected(ErrnoError(errno, "open " + path));
   struct stat st;
@@ -24,7 +62,14 @@ Result<std::shared_ptr<const MappedFile>> MappedFile::Open(const std::string& pa
     ::close(fd);
     return InvalidArgument(path + ": not a regular file");
   }
-  return FromFd(path, fd, static_cast<uint64_t>(st.st_size));
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  if (prefix) {
+    if (Status s = PreadAll(fd, path, std::min(prefix_bytes, size), prefix); !s) {
+      ::close(fd);
+      return std::unexpected(s.error());
+    }
+  }
+  return FromFd(path, fd, size);
 }
 
 Result<std::shared_ptr<const MappedFile>> MappedFile::FromFd(std::string name, int fd,
@@ -101,8 +146,8 @@ void Tensor::ReadDoubles(uint64_t first, size_t count, double* out) const {
   }
 }
 
-void Tensor::ReleasePages(uint64_t first, uint64_t count) const {
-  if (!mapped || fortran_order || count == 0) return;
+std::span<const uint8_t> Tensor::ReleaseRange(uint64_t first, uint64_t count) const {
+  if (!mapped || fortran_order || count == 0) return {};
   static const uintptr_t kPage = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
   // A page fault may map a whole page-cache folio (naturally aligned, at most
   // 2 MiB) around the faulting page, including pages of a neighbouring range
@@ -122,7 +167,82 @@ void Tensor::ReleasePages(uint64_t first, uint64_t count) const {
   const uintptr_t map_end = (map_begin + mapping.size() + kPage - 1) & ~(kPage - 1);
   begin = std::max(begin, map_begin);
   end = std::min(end, map_end);
-  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+  if (end <= begin) return {};
+  return {reinterpret_cast<const uint8_t*>(begin), end - begin};
+}
+
+void Tensor::ReleasePages(uint64_t first, uint64_t count) const {
+  auto r = ReleaseRange(first, count);
+  if (!r.empty()) ::madvise(const_cast<uint8_t*>(r.data()), r.size(), MADV_DONTNEED);
+}
+
+namespace {
+
+// A descriptor of this process for process_madvise, or -1 where there is
+// none (opened once; kept for the life of the process).
+int SelfPidfd() {
+  static const int fd = [] {
+#if defined(SYS_pidfd_open) && defined(SYS_process_madvise)
+    return static_cast<int>(::syscall(SYS_pidfd_open, ::getpid(), 0));
+#else
+    return -1;
+#endif
+  }();
+  return fd;
+}
+
+// Cleared the first time the kernel refuses MADV_DONTNEED through
+// process_madvise (before Linux 6.? it accepts only a few advices).
+std::atomic<bool> batched_release_works{true};
+
+}  // namespace
+
+void PageReleaser::Add(const Tensor& t, uint64_t first, uint64_t count) {
+  auto r = t.ReleaseRange(first, count);
+  if (r.empty()) return;
+  const uintptr_t b = reinterpret_cast<uintptr_t>(r.data()), e = b + r.size();
+  if (!ranges_.empty() && b <= ranges_.back().end && e >= ranges_.back().begin) {
+    // Overlaps the last range (consecutive pieces of one tensor): merge.
+    Range& last = ranges_.back();
+    const uint64_t before = last.end - last.begin;
+    last.begin = std::min(b, last.begin);
+    last.end = std::max(e, last.end);
+    pending_ += last.end - last.begin - before;
+  } else {
+    ranges_.push_back({b, e});
+    pending_ += e - b;
+  }
+  // process_madvise takes at most UIO_MAXIOV (1024) ranges per call.
+  if (pending_ >= batch_bytes_ || ranges_.size() >= 512) Flush();
+}
+
+void PageReleaser::Flush() {
+  if (ranges_.empty()) return;
+  bool done = false;
+#if defined(SYS_process_madvise)
+  if (batched_release_works.load(std::memory_order_relaxed) && SelfPidfd() >= 0) {
+    std::vector<iovec> iov(ranges_.size());
+    size_t total = 0;
+    for (size_t i = 0; i < ranges_.size(); ++i) {
+      iov[i].iov_base = reinterpret_cast<void*>(ranges_[i].begin);
+      iov[i].iov_len = ranges_[i].end - ranges_[i].begin;
+      total += iov[i].iov_len;
+    }
+    const long r =
+        ::syscall(SYS_process_madvise, SelfPidfd(), iov.data(), iov.size(), MADV_DONTNEED, 0u);
+    if (r >= 0 && static_cast<size_t>(r) == total) {
+      done = true;
+    } else if (r < 0 && (errno == EINVAL || errno == ENOSYS || errno == EPERM)) {
+      batched_release_works.store(false, std::memory_order_relaxed);
+    }
+  }
+#endif
+  if (!done) {
+    for (const Range& r : ranges_)
+      ::madvise(reinterpret_cast<void*>(r.begin), r.end - r.begin, MADV_DONTNEED);
+  }
+  ranges_.clear();
+  pending_ = 0;
 }
 
 std::string ShapeString(const std::vector<int64_t>& shape) {

@@ -29,6 +29,11 @@ class MappedFile {
  public:
   // kNotFound for a missing file; an empty file maps to an empty span.
   static Result<std::shared_ptr<const MappedFile>> Open(const std::string& path);
+  // Also reads the first min(prefix_bytes, size) bytes into *prefix with
+  // pread, without touching the mapping (no page is mapped by reading them).
+  static Result<std::shared_ptr<const MappedFile>> Open(const std::string& path,
+                                                        uint64_t prefix_bytes,
+                                                        std::vector<uint8_t>* prefix);
   // Wraps bytes already in memory (tests, fuzzers). Copies them.
   static std::shared_ptr<const MappedFile> FromBytes(std::string name, std::span<const uint8_t> b);
   // Takes an already open descriptor of size bytes; closes it.
@@ -54,6 +59,9 @@ class MappedFile {
   bool mapped_ = false;
   std::vector<uint8_t> owned_;
 };
+
+// The first min(n, size) bytes of a file, read with pread.
+Result<std::vector<uint8_t>> ReadFilePrefix(const std::string& path, uint64_t n);
 
 // Summary statistics as msprobe records them.
 struct TensorStats {
@@ -90,6 +98,37 @@ struct Tensor {
   // resident set small. A no-op for data not backed by a file.
   // Thread safe: other readers of the same pages fault them back in.
   void ReleasePages(uint64_t first, uint64_t count) const;
+  // The address range ReleasePages drops; empty when there is none.
+  std::span<const uint8_t> ReleaseRange(uint64_t first, uint64_t count) const;
+};
+
+// Releases the pages of many tensor ranges in batches (Tensor::ReleasePages,
+// batched). Each system call that drops pages from a multi-threaded process
+// makes every other CPU running it flush its TLB (an interrupt to each, and
+// in a virtual machine an exit); a batch costs one such flush where a call
+// per range costs one each. Batches go through process_madvise on the
+// process itself (Linux 6.16 and later flush once per batch), or madvise per
+// range where that is refused. Batches hold at most batch_bytes, so the
+// resident set stays bounded.
+//
+// Thread safety: one per thread; the tensors must stay mapped until Flush.
+class PageReleaser {
+ public:
+  explicit PageReleaser(uint64_t batch_bytes = uint64_t{8} << 20) : batch_bytes_(batch_bytes) {}
+  ~PageReleaser() { Flush(); }
+  PageReleaser(const PageReleaser&) = delete;
+  PageReleaser& operator=(const PageReleaser&) = delete;
+
+  void Add(const Tensor& t, uint64_t first, uint64_t count);
+  void Flush();
+
+ private:
+  struct Range {
+    uintptr_t begin, end;
+  };
+  uint64_t batch_bytes_;
+  uint64_t pending_ = 0;
+  std::vector<Range> ranges_;
 };
 
 // "[2, 3, 4]".
