@@ -5,6 +5,9 @@
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <thread>
+#include <utility>
 
 #include "anxin/cli/command.h"
 #include "anxin/compare/compare.h"
@@ -47,6 +50,18 @@ Result<cmp::LoadOptions> Load(const Opts& o) {
   return l;
 }
 
+// Loads both sides at once: each opens and parses the headers of thousands of
+// files, on one thread per side.
+std::pair<Result<cmp::Dump>, Result<cmp::Dump>> LoadBoth(const std::string& out,
+                                                         const std::string& ref,
+                                                         const cmp::LoadOptions& load) {
+  std::optional<Result<cmp::Dump>> r;
+  std::thread side([&] { r.emplace(cmp::LoadDump(ref, load)); });
+  Result<cmp::Dump> o = cmp::LoadDump(out, load);
+  side.join();
+  return {std::move(o), std::move(*r)};
+}
+
 int Finish(const cmp::CompareReport& report, const Opts& o, const GlobalOptions& g) {
   if (!o.csv.empty()) {
     if (auto s = cmp::WriteFile(o.csv, cmp::RenderCsv(report)); !s) return ReportError(s.error());
@@ -77,9 +92,8 @@ int RunDumps(const Opts& o, const GlobalOptions& g) {
     if (!renames) return ReportError(renames.error());
     options.match.renames = *renames;
   }
-  auto out = cmp::LoadDump(o.out, *load);
+  auto [out, ref] = LoadBoth(o.out, o.ref, *load);
   if (!out) return ReportError(out.error().With("reading the output dump"));
-  auto ref = cmp::LoadDump(o.ref, *load);
   if (!ref) return ReportError(ref.error().With("reading the reference dump"));
   return Finish(cmp::CompareDumps(*out, *ref, options), o, g);
 }
