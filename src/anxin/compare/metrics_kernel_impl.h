@@ -132,9 +132,16 @@ template <>
 struct Narrow<Format::kBF16> {
   // bfloat16 is the top half of a float32.
   static F Load(const uint8_t* p) {
+#if defined(__AVX512F__)
+    // (One zero extension; the generic conversion below compiles to four.)
+    const __m512i w = _mm512_maskz_cvtepu16_epi32(
+        0xffff, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    return reinterpret_cast<F>(reinterpret_cast<UF>(w) << 16);
+#else
     HF h;
     std::memcpy(&h, p, sizeof(h));
     return reinterpret_cast<F>(__builtin_convertvector(h, UF) << 16);
+#endif
   }
 };
 template <>
@@ -196,19 +203,6 @@ struct Extremes<Fm, true> {
     mx = SplatF(-__builtin_huge_valf());
     mn = SplatF(__builtin_huge_valf());
   }
-  // Loads the chunk at p into v, tracking the extremes when kTrack.
-  template <bool kTrack>
-  void Load(const uint8_t* p, V (&v)[2 * kGroups]) {
-    constexpr size_t kSize = Fm == Format::kF32 ? 4 : 2;
-    for (size_t r = 0; r < kGroups; ++r) {
-      const F f = Narrow<Fm>::Load(p + r * 2 * kW * kSize);
-      if constexpr (kTrack) {
-        mx = MaxF(mx, f);
-        mn = MinF(mn, f);
-      }
-      Widen(f, v[2 * r], v[2 * r + 1]);
-    }
-  }
   double Max() const {
     float m = mx[0];
     for (size_t w = 1; w < 2 * kW; ++w) m = m < mx[w] ? mx[w] : m;
@@ -227,16 +221,6 @@ struct Extremes<Fm, false> {
     mx = Splat(-__builtin_huge_val());
     mn = Splat(__builtin_huge_val());
   }
-  template <bool kTrack>
-  void Load(const uint8_t* p, V (&v)[2 * kGroups]) {
-    for (size_t j = 0; j < 2 * kGroups; ++j) {
-      v[j] = LoadV(p + j * kW * 8);
-      if constexpr (kTrack) {
-        mx = ::anxin::compare::kernel::Max(mx, v[j]);
-        mn = ::anxin::compare::kernel::Min(mn, v[j]);
-      }
-    }
-  }
   double Max() const {
     double m = mx[0];
     for (size_t w = 1; w < kW; ++w) m = m < mx[w] ? mx[w] : m;
@@ -248,6 +232,42 @@ struct Extremes<Fm, false> {
     return m;
   }
 };
+
+// Loads the chunk at p into v, tracking the extremes in mx and mn when
+// kTrack (passed as plain values, so that they stay in registers).
+template <Format Fm, bool kTrack, typename T>
+__attribute__((always_inline)) inline void LoadChunk(const uint8_t* p, V (&v)[2 * kGroups], T& mx,
+                                                     T& mn) {
+  if constexpr (Fm == Format::kF64) {
+    for (size_t j = 0; j < 2 * kGroups; ++j) {
+      v[j] = LoadV(p + j * kW * 8);
+      if constexpr (kTrack) {
+        mx = Max(mx, v[j]);
+        mn = Min(mn, v[j]);
+      }
+    }
+  } else {
+    constexpr size_t kSize = Fm == Format::kF32 ? 4 : 2;
+    for (size_t r = 0; r < kGroups; ++r) {
+      const uint8_t* q = p + r * 2 * kW * kSize;
+      const F f = Narrow<Fm>::Load(q);
+      if constexpr (kTrack) {
+        mx = MaxF(mx, f);
+        mn = MinF(mn, f);
+      }
+#if defined(__AVX512F__)
+      if constexpr (Fm == Format::kF32) {
+        // Converted straight from memory: no extraction of the upper half.
+        v[2 * r] = _mm512_maskz_cvtps_pd(0xff, _mm256_loadu_ps(reinterpret_cast<const float*>(q)));
+        v[2 * r + 1] =
+            _mm512_maskz_cvtps_pd(0xff, _mm256_loadu_ps(reinterpret_cast<const float*>(q) + 8));
+        continue;
+      }
+#endif
+      Widen(f, v[2 * r], v[2 * r + 1]);
+    }
+  }
+}
 
 // Lane masks: AVX-512 mask registers, else vectors of -1 / 0 lanes.
 #if defined(__AVX512F__)
@@ -600,6 +620,8 @@ bool RunBlock(const uint8_t* out, const uint8_t* ref, size_t count, const Consts
   Extremes<FR> eb;
   ea.Reset();
   eb.Reset();
+  auto mxa = ea.mx, mna = ea.mn;
+  auto mxb = eb.mx, mnb = eb.mn;
   for (size_t i = 0; i < count; i += kChunk) {
     // The hardware prefetcher alone falls behind while the loop is busy
     // (measured: 1.6 instead of 0.9 ns per float16 pair from memory).
@@ -608,12 +630,13 @@ bool RunBlock(const uint8_t* out, const uint8_t* ref, size_t count, const Consts
     for (size_t line = 0; line < kChunk * sr; line += 64)
       __builtin_prefetch(ref + i * sr + kPrefetch + line);
     V a[2 * kGroups], b[2 * kGroups];
-    ea.template Load<kFinite>(out + i * so, a);
-    eb.template Load<kFinite>(ref + i * sr, b);
+    LoadChunk<FO, kFinite>(out + i * so, a, mxa, mna);
+    LoadChunk<FR, kFinite>(ref + i * sr, b, mxb, mnb);
     // Group g takes lanes [g * kW, (g + 1) * kW) of each eight elements.
     for (size_t j = 0; j < 2 * kGroups; ++j)
       Step<kMode, kLazy, kNarrowUlp>(acc[j % kGroups], k, a[j], b[j], kept, i + j * kW);
   }
+  ea.mx = mxa, ea.mn = mna, eb.mx = mxb, eb.mn = mnb;
   const double sum_aa = Sum(acc, &Acc<kMode>::s_aa), sum_bb = Sum(acc, &Acc<kMode>::s_bb);
   const double sum_rel = Sum(acc, &Acc<kMode>::s_rel);
   if constexpr (kMode == Mode::kFast) {
