@@ -327,12 +327,37 @@ TEST_F(MsprobeTensors, ReportsRenderEveryPair) {
   EXPECT_THAT(table, HasSubstr("more pairs"));
 }
 
+// WriteJson writes the pairs' text directly; it must be ToJson's dump(2) byte
+// for byte: for tensor pairs, statistics-mode pairs (the real msprobe dump),
+// an empty report, and pairs with renamed references, non-finite numbers,
+// empty shapes, missing metrics and strings that need escaping.
 TEST_F(MsprobeTensors, StreamedJsonIsTheSameText) {
   auto npu = LoadDump(*dir_ / "npu", {});
   auto gpu = LoadDump(*dir_ / "gpu", {});
   ASSERT_THAT(npu, IsOk());
   ASSERT_THAT(gpu, IsOk());
-  for (const CompareReport& r : {CompareDumps(*npu, *gpu, {}), CompareReport{}}) {
+  const std::string stats_dir = std::string(ANXIN_SHARED_DIR) + "/fixtures/msprobe/gpu_dump/step";
+  auto s0 = LoadDump(stats_dir + "0/proc2016", {});
+  auto s1 = LoadDump(stats_dir + "1/proc2016", {});
+  ASSERT_THAT(s0, IsOk());
+  ASSERT_THAT(s1, IsOk());
+  CompareReport odd = CompareDumps(*npu, *gpu, {});
+  ASSERT_GE(odd.pairs.size(), 2u);
+  odd.pairs[0].ref_name = "renamed \"layer\" \\ \u00e9\t";
+  odd.pairs[0].reasons = {"a \"quoted\" reason", "\x01 control"};
+  odd.pairs[0].out_shape.clear();
+  odd.pairs[0].metrics->cosine = NAN;
+  odd.pairs[0].metrics->max_rel_err = HUGE_VAL;
+  odd.pairs[0].metrics->mean_abs_err = -HUGE_VAL;
+  odd.pairs[0].metrics->max_ulp_err.reset();
+  odd.pairs[0].metrics->ulp_above_one_ratio.reset();
+  odd.pairs[0].metrics->rmse = 1e-300;
+  odd.pairs[0].metrics->euclidean_distance = 123456789012345.0;
+  odd.pairs[1].metrics.reset();
+  odd.pairs[1].out_stats.reset();
+  const std::vector<CompareReport> reports{CompareDumps(*npu, *gpu, {}), CompareDumps(*s0, *s1, {}),
+                                           odd, CompareReport{}};
+  for (const CompareReport& r : reports) {
     char* buf = nullptr;
     size_t len = 0;
     FILE* f = open_memstream(&buf, &len);
