@@ -220,9 +220,12 @@ Result<HeaderSpan> LocateHeader(std::span<const uint8_t> b, uint64_t size,
 
 // Parses the header in head (at least the whole header) of a file of size
 // bytes whose contents are owner->bytes() (or data, for archive members).
+// sidecar: the file whose "PATH.dtype" says what raw void elements are, when
+// options leave it open ("" for none); read only for such elements.
 Result<Tensor> ParseWithHeader(std::shared_ptr<const MappedFile> owner, const uint8_t* data,
                                std::span<const uint8_t> head, uint64_t size,
-                               const std::string& label, const NpyOptions& options) {
+                               const std::string& label, NpyOptions options,
+                               const std::string& sidecar = "") {
   ANXIN_ASSIGN_OR_RETURN(HeaderSpan span, LocateHeader(head, size, label));
   const uint64_t header_start = span.start, header_len = span.len;
   if (header_start + header_len > head.size())
@@ -230,6 +233,9 @@ Result<Tensor> ParseWithHeader(std::shared_ptr<const MappedFile> owner, const ui
   std::string_view text(reinterpret_cast<const char*>(head.data() + header_start), header_len);
   HeaderParser parser(text, label, header_start);
   ANXIN_ASSIGN_OR_RETURN(auto header, parser.Parse());
+  if (!options.void_as && !sidecar.empty() && header.descr.size() > 1 && header.descr[1] == 'V') {
+    ANXIN_ASSIGN_OR_RETURN(options.void_as, ReadDTypeSidecar(sidecar));
+  }
   ANXIN_ASSIGN_OR_RETURN(auto descr, ParseDescr(header.descr, label, options));
   auto count = CheckedElementCount(header.shape);
   if (!count) return Corrupt(label, header_start, count.error().message());
@@ -283,10 +289,6 @@ Result<std::optional<DType>> ReadDTypeSidecar(const std::string& path) {
 }
 
 Result<Tensor> ReadNpyFile(const std::string& path, const NpyOptions& options) {
-  NpyOptions opts = options;
-  if (!opts.void_as) {
-    ANXIN_ASSIGN_OR_RETURN(opts.void_as, ReadDTypeSidecar(path));
-  }
   // The header is read with pread and the data mapped untouched, so opening
   // thousands of files maps no pages (and leaves none to release).
   std::vector<uint8_t> head;
@@ -296,7 +298,8 @@ Result<Tensor> ReadNpyFile(const std::string& path, const NpyOptions& options) {
     // A header longer than the first read: read exactly it.
     ANXIN_ASSIGN_OR_RETURN(head, ReadFilePrefix(path, span->start + span->len));
   }
-  return ParseWithHeader(file, file->bytes().data(), head, size, path, opts);
+  // The sidecar is looked for only when the elements are raw voids.
+  return ParseWithHeader(file, file->bytes().data(), head, size, path, options, path);
 }
 
 }  // namespace anxin::compare

@@ -33,7 +33,9 @@ Result<Tensor> ParseNpy(std::shared_ptr<const MappedFile> owner, std::span<const
                         const std::string& label, const NpyOptions& options);
 
 // Opens and parses a file; a sidecar "PATH.dtype" holding a dtype name (for
-// example "bfloat16") sets void_as when options leave it unset.
+// example "bfloat16") sets void_as when options leave it unset (it is read
+// only for raw void elements). The header is read with pread and the data
+// mapped but not touched.
 Result<Tensor> ReadNpyFile(const std::string& path, const NpyOptions& options);
 
 // Reads the dtype named in the sidecar file PATH.dtype, if there is one.
