@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -141,6 +142,73 @@ TEST_F(Readers, CorruptBytesAreErrorsNotCrashes) {
   WriteBytes(*dir_ / "bad.safetensors", st);
   EXPECT_THAT(LoadDump(*dir_ / "bad.safetensors", {}),
               HasCode(ErrorCode::kInvalidArgument, HasSubstr("dtype C64 is not supported")));
+}
+
+// Resident kilobytes of the mappings of path in this process (/proc/self/smaps).
+uint64_t MappedKiB(const std::string& path) {
+  std::ifstream in("/proc/self/smaps");
+  std::string line;
+  bool ours = false;
+  uint64_t kib = 0;
+  while (std::getline(in, line)) {
+    if (!line.empty() && std::isxdigit(static_cast<unsigned char>(line[0])) &&
+        line.find('-') < line.find(' ')) {
+      ours = line.size() >= path.size() &&
+             line.compare(line.size() - path.size(), path.size(), path) == 0;
+    } else if (ours && line.rfind("Rss:", 0) == 0) {
+      kib += std::stoull(line.substr(4));
+    }
+  }
+  return kib;
+}
+
+// Opening a tensor maps none of its pages; reading maps them; releasing a
+// range drops it (rounded out to 2 MiB blocks) and the rest stays, with one
+// batched call or with one madvise per range.
+TEST(PageRelease, OpeningMapsNothingAndReleasesDropWhatWasRead) {
+  testing::ScratchDir dir;
+  const std::string path = dir / "big.npy";
+  constexpr uint64_t kN = uint64_t{4} << 20;  // float32: 16 MiB of data
+  {
+    std::string header =
+        "{'descr': '<f4', 'fortran_order': False, 'shape': (" + std::to_string(kN) + ",), }";
+    header.resize(118, ' ');
+    header += '\n';
+    std::ofstream f(path, std::ios::binary);
+    f.write("\x93NUMPY\x01\x00", 8);
+    const uint16_t len = static_cast<uint16_t>(header.size());
+    f.write(reinterpret_cast<const char*>(&len), 2);
+    f << header;
+    std::vector<float> v(kN, 1.5f);
+    f.write(reinterpret_cast<const char*>(v.data()), static_cast<std::streamsize>(kN * 4));
+  }
+  for (bool batched : {true, false}) {
+    SCOPED_TRACE(batched ? "process_madvise" : "madvise");
+    auto t = ReadNpyFile(path, {});
+    ASSERT_THAT(t, IsOk());
+    EXPECT_EQ(MappedKiB(path), 0u);
+    double sum = 0;
+    std::vector<double> buf(4096);
+    for (uint64_t i = 0; i < kN; i += buf.size()) {
+      t->ReadDoubles(i, buf.size(), buf.data());
+      sum += buf[0];
+    }
+    EXPECT_EQ(sum, 1.5 * static_cast<double>(kN / buf.size()));
+    EXPECT_GE(MappedKiB(path), 15u << 10);
+    {
+      PageReleaser releaser(uint64_t{64} << 20, batched);
+      releaser.Add(*t, 0, kN / 4);       // the first 4 MiB...
+      releaser.Add(*t, kN / 4, kN / 4);  // ...and the next, merged into one range
+      releaser.Flush();
+      // Data bytes [0, 8 MiB) lie at file offsets [128, 8 MiB + 128): rounded
+      // out, [0, 10 MiB) of the file is dropped and the last 6 MiB stay.
+      const uint64_t left = MappedKiB(path);
+      EXPECT_GE(left, 6u << 10);
+      EXPECT_LE(left, (6u << 10) + 4);
+      releaser.Add(*t, kN / 2, kN / 2);
+    }  // the destructor flushes the rest
+    EXPECT_EQ(MappedKiB(path), 0u);
+  }
 }
 
 TEST_F(Readers, PlainDirectoryListsTensorsInPathOrder) {

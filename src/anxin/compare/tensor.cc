@@ -192,7 +192,7 @@ int SelfPidfd() {
 }
 
 // Cleared the first time the kernel refuses MADV_DONTNEED through
-// process_madvise (before Linux 6.? it accepts only a few advices).
+// process_madvise (older kernels accept only a few advices there).
 std::atomic<bool> batched_release_works{true};
 
 }  // namespace
@@ -220,7 +220,7 @@ void PageReleaser::Flush() {
   if (ranges_.empty()) return;
   bool done = false;
 #if defined(SYS_process_madvise)
-  if (batched_release_works.load(std::memory_order_relaxed) && SelfPidfd() >= 0) {
+  if (batched_ && batched_release_works.load(std::memory_order_relaxed) && SelfPidfd() >= 0) {
     std::vector<iovec> iov(ranges_.size());
     size_t total = 0;
     for (size_t i = 0; i < ranges_.size(); ++i) {

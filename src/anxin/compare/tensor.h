@@ -114,7 +114,9 @@ struct Tensor {
 // Thread safety: one per thread; the tensors must stay mapped until Flush.
 class PageReleaser {
  public:
-  explicit PageReleaser(uint64_t batch_bytes = uint64_t{8} << 20) : batch_bytes_(batch_bytes) {}
+  // batched = false: madvise per range (what older kernels get; for tests).
+  explicit PageReleaser(uint64_t batch_bytes = uint64_t{8} << 20, bool batched = true)
+      : batch_bytes_(batch_bytes), batched_(batched) {}
   ~PageReleaser() { Flush(); }
   PageReleaser(const PageReleaser&) = delete;
   PageReleaser& operator=(const PageReleaser&) = delete;
@@ -127,6 +129,7 @@ class PageReleaser {
     uintptr_t begin, end;
   };
   uint64_t batch_bytes_;
+  bool batched_;
   uint64_t pending_ = 0;
   std::vector<Range> ranges_;
 };
