@@ -27,23 +27,30 @@ struct Job {
 struct Item {
   size_t job;
   uint64_t begin, end;
+  size_t slot;  // its partial result, for a job of several items
 };
 
 // Runs every job's items on a pool and returns one merged accumulator per job.
 std::vector<MetricAccumulator> RunJobs(std::vector<Job>& jobs, unsigned threads) {
   std::vector<Item> items;
+  size_t slots = 0;
   for (size_t j = 0; j < jobs.size(); ++j) {
     const uint64_t n = jobs[j].out->NumElements();
     const uint64_t width = std::max(DTypeSize(*jobs[j].out->dtype), DTypeSize(*jobs[j].ref->dtype));
     const uint64_t per = std::max<uint64_t>(kBlock, kChunkBytes / width);
     jobs[j].first_item = items.size();
     for (uint64_t b = 0; b < n || (b == 0 && n == 0); b += per) {
-      items.push_back({j, b, std::min(n, b + per)});
+      items.push_back({j, b, std::min(n, b + per), 0});
       if (n == 0) break;
     }
     jobs[j].items = items.size() - jobs[j].first_item;
+    if (jobs[j].items > 1)
+      for (size_t k = jobs[j].first_item; k < items.size(); ++k) items[k].slot = slots++;
   }
-  std::vector<MetricAccumulator> partial(items.size());
+  // A job of one item is merged by the thread that ran it; the pieces of a
+  // split tensor are kept and merged in order after, so that the sums never
+  // depend on which thread finished first.
+  std::vector<MetricAccumulator> merged(jobs.size()), partial(slots);
   std::atomic<size_t> next{0};
   auto worker = [&] {
     std::vector<double> a, b;
@@ -53,13 +60,14 @@ std::vector<MetricAccumulator> RunJobs(std::vector<Job>& jobs, unsigned threads)
       const Job& job = jobs[it.job];
       const Tensor& o = *job.out;
       const Tensor& r = *job.ref;
+      MetricAccumulator acc;
       if (it.end == it.begin) {
         // An empty tensor: nothing to read (its data may be null).
       } else if (Contiguous(o) && Contiguous(r)) {
         // The kernel decodes the stored dtypes itself: each byte is read once.
-        partial[i].Add(job.params, *o.dtype, o.data + it.begin * DTypeSize(*o.dtype), *r.dtype,
-                       r.data + it.begin * DTypeSize(*r.dtype),
-                       static_cast<size_t>(it.end - it.begin), o.swap_bytes, r.swap_bytes);
+        acc.Add(job.params, *o.dtype, o.data + it.begin * DTypeSize(*o.dtype), *r.dtype,
+                r.data + it.begin * DTypeSize(*r.dtype), static_cast<size_t>(it.end - it.begin),
+                o.swap_bytes, r.swap_bytes);
       } else {
         // Fortran order: gathered into float64 blocks (same numbers, slower).
         a.resize(kBlock);
@@ -68,8 +76,13 @@ std::vector<MetricAccumulator> RunJobs(std::vector<Job>& jobs, unsigned threads)
           size_t n = static_cast<size_t>(std::min<uint64_t>(kBlock, it.end - p));
           o.ReadDoubles(p, n, a.data());
           r.ReadDoubles(p, n, b.data());
-          partial[i].Add(job.params, a.data(), b.data(), n);
+          acc.Add(job.params, a.data(), b.data(), n);
         }
+      }
+      if (job.items > 1) {
+        partial[it.slot] = acc;
+      } else {
+        merged[it.job].Merge(acc);
       }
       releaser.Add(*job.out, it.begin, it.end - it.begin);
       if (job.ref != job.out) releaser.Add(*job.ref, it.begin, it.end - it.begin);
@@ -80,9 +93,11 @@ std::vector<MetricAccumulator> RunJobs(std::vector<Job>& jobs, unsigned threads)
   for (unsigned t = 1; t < threads; ++t) pool.emplace_back(worker);
   worker();
   for (auto& t : pool) t.join();
-  std::vector<MetricAccumulator> merged(jobs.size());
-  for (size_t j = 0; j < jobs.size(); ++j)
-    for (size_t k = 0; k < jobs[j].items; ++k) merged[j].Merge(partial[jobs[j].first_item + k]);
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    if (jobs[j].items < 2) continue;
+    for (size_t k = 0; k < jobs[j].items; ++k)
+      merged[j].Merge(partial[items[jobs[j].first_item + k].slot]);
+  }
   return merged;
 }
 
@@ -199,6 +214,12 @@ CompareReport CompareDumps(const Dump& out, const Dump& ref, const CompareOption
   for (size_t k = 0; k < jobs.size(); ++k) {
     PairResult& p = report.pairs[job_pair[k]];
     Metrics m = merged[k].Finish(jobs[k].params);
+    const KernelStats st = merged[k].Stats();
+    report.kernel.fast_blocks += st.fast_blocks;
+    report.kernel.zeros_blocks += st.zeros_blocks;
+    report.kernel.general_blocks += st.general_blocks;
+    report.kernel.retries += st.retries;
+    report.kernel.recounted_blocks += st.recounted_blocks;
     if (job_side[k] == 2) {
       report.bytes_compared += jobs[k].out->NumBytes() + jobs[k].ref->NumBytes();
       p.out_stats = StatsOf(m, true);

@@ -66,6 +66,7 @@ struct CompareReport {
   uint64_t bytes_compared = 0;  // tensor bytes read from both sides
   double seconds = 0;
   unsigned threads = 1;
+  KernelStats kernel;  // how the metric kernel ran, over every pair
 
   // Indices of pairs, worst first (fail, warn, pass; then lowest cosine,
   // then largest MaxAbsErr or statistics difference).

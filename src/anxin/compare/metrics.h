@@ -90,7 +90,8 @@ struct Metrics {
   double ref_max = 0, ref_min = 0, ref_mean = 0, ref_norm = 0;
 };
 
-// How the kernel ran the blocks it was given (a block is 2048 elements):
+// How the kernel ran the blocks it was given (a block is 2048 elements; the
+// last n % 16 elements of each call run in the general mode, uncounted):
 // in its fast mode (all finite, no zero reference), its zeros mode (some zero
 // references) or its general mode (NaN or Inf); retries counts the runs
 // that found their mode's preconditions broken, after which the block ran

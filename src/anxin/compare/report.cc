@@ -326,7 +326,13 @@ json HeaderJson(const CompareReport& r) {
                   {"unmatched_ref", r.unmatched_ref.size()},
                   {"bytes_compared", r.bytes_compared},
                   {"seconds", r.seconds},
-                  {"threads", r.threads}};
+                  {"threads", r.threads},
+                  {"kernel_blocks",
+                   {{"fast", r.kernel.fast_blocks},
+                    {"zeros", r.kernel.zeros_blocks},
+                    {"general", r.kernel.general_blocks},
+                    {"retries", r.kernel.retries},
+                    {"recounted", r.kernel.recounted_blocks}}}};
   j["pairs"] = nullptr;
   j["unmatched_out"] = r.unmatched_out;
   j["unmatched_ref"] = r.unmatched_ref;
