@@ -29,6 +29,7 @@
 
 #include <cfloat>
 #include <cstring>
+#include <type_traits>
 
 #include "anxin/compare/metrics_kernel.h"
 
@@ -194,44 +195,30 @@ inline V LoadV(const uint8_t* p) {
 // element order (v[j] holds elements [j * kW, (j + 1) * kW)), and, in the
 // finite modes, the side's running maximum and minimum: in float32 lanes for
 // narrow formats (half the instructions), float64 lanes otherwise.
-template <Format Fm, bool kNarrow = Fm != Format::kF64>
-struct Extremes;
-template <Format Fm>
-struct Extremes<Fm, true> {
-  F mx, mn;
+// A side's running maximum and minimum: in float32 lanes for the narrow
+// formats (exact for their values, half the instructions), float64 otherwise.
+template <typename T>
+struct ExtremesOf {
+  static constexpr size_t kN = sizeof(T) / sizeof(T{}[0]);
+  T mx, mn;
   void Reset() {
-    mx = SplatF(-__builtin_huge_valf());
-    mn = SplatF(__builtin_huge_valf());
+    mx = T{} - __builtin_huge_val();
+    mn = T{} + __builtin_huge_val();
   }
   double Max() const {
-    float m = mx[0];
-    for (size_t w = 1; w < 2 * kW; ++w) m = m < mx[w] ? mx[w] : m;
+    auto m = mx[0];
+    for (size_t w = 1; w < kN; ++w) m = m < mx[w] ? mx[w] : m;
     return m;
   }
   double Min() const {
-    float m = mn[0];
-    for (size_t w = 1; w < 2 * kW; ++w) m = mn[w] < m ? mn[w] : m;
+    auto m = mn[0];
+    for (size_t w = 1; w < kN; ++w) m = mn[w] < m ? mn[w] : m;
     return m;
   }
 };
+
 template <Format Fm>
-struct Extremes<Fm, false> {
-  V mx, mn;
-  void Reset() {
-    mx = Splat(-__builtin_huge_val());
-    mn = Splat(__builtin_huge_val());
-  }
-  double Max() const {
-    double m = mx[0];
-    for (size_t w = 1; w < kW; ++w) m = m < mx[w] ? mx[w] : m;
-    return m;
-  }
-  double Min() const {
-    double m = mn[0];
-    for (size_t w = 1; w < kW; ++w) m = mn[w] < m ? mn[w] : m;
-    return m;
-  }
-};
+using Extremes = ExtremesOf<std::conditional_t<Fm == Format::kF64, V, F>>;
 
 // Loads the chunk at p into v, tracking the extremes in mx and mn when
 // kTrack (passed as plain values, so that they stay in registers).

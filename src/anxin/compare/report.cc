@@ -212,30 +212,32 @@ class PairText {
   }
   void Str(std::string_view v) { out_ += json(v).dump(); }
   void Double(double v) { out_ += Num(v).dump(); }
-  void U64(uint64_t v) { out_ += std::to_string(v); }
-  void Shape(const std::vector<int64_t>& shape) {
-    if (shape.empty()) {
-      out_ += "[]";
-      return;
+  void Double(const std::optional<double>& v) {
+    if (v) {
+      Double(*v);
+    } else {
+      out_ += "null";
     }
-    Open('[');
-    for (int64_t d : shape) {
-      Item();
-      out_ += std::to_string(d);
-    }
-    Close(']');
   }
-  void Strings(const std::vector<std::string>& v) {
+  void U64(uint64_t v) { out_ += std::to_string(v); }
+  template <typename T, typename Each>
+  void Array(const std::vector<T>& v, Each each) {
     if (v.empty()) {
       out_ += "[]";
       return;
     }
     Open('[');
-    for (const std::string& x : v) {
+    for (const T& x : v) {
       Item();
-      Str(x);
+      each(x);
     }
     Close(']');
+  }
+  void Shape(const std::vector<int64_t>& shape) {
+    Array(shape, [&](int64_t d) { out_ += std::to_string(d); });
+  }
+  void Strings(const std::vector<std::string>& v) {
+    Array(v, [&](const std::string& x) { Str(x); });
   }
   void Stats(const std::optional<TensorStats>& st) {
     if (!st) {
@@ -280,11 +282,7 @@ class PairText {
     Key("max_rel_err");
     Double(m.max_rel_err);
     Key("max_ulp_err");
-    if (m.max_ulp_err) {
-      Double(*m.max_ulp_err);
-    } else {
-      out_ += "null";
-    }
+    Double(m.max_ulp_err);
     Key("mean_abs_err");
     Double(m.mean_abs_err);
     Key("mean_rel_err");
@@ -300,11 +298,7 @@ class PairText {
     Key("rmse");
     Double(m.rmse);
     Key("ulp_above_one_ratio");
-    if (m.ulp_above_one_ratio) {
-      Double(*m.ulp_above_one_ratio);
-    } else {
-      out_ += "null";
-    }
+    Double(m.ulp_above_one_ratio);
     Close('}');
   }
 
