@@ -214,12 +214,7 @@ CompareReport CompareDumps(const Dump& out, const Dump& ref, const CompareOption
   for (size_t k = 0; k < jobs.size(); ++k) {
     PairResult& p = report.pairs[job_pair[k]];
     Metrics m = merged[k].Finish(jobs[k].params);
-    const KernelStats st = merged[k].Stats();
-    report.kernel.fast_blocks += st.fast_blocks;
-    report.kernel.zeros_blocks += st.zeros_blocks;
-    report.kernel.general_blocks += st.general_blocks;
-    report.kernel.retries += st.retries;
-    report.kernel.recounted_blocks += st.recounted_blocks;
+    report.kernel += merged[k].Stats();
     if (job_side[k] == 2) {
       report.bytes_compared += jobs[k].out->NumBytes() + jobs[k].ref->NumBytes();
       p.out_stats = StatsOf(m, true);

@@ -328,9 +328,10 @@ TEST_F(MsprobeTensors, ReportsRenderEveryPair) {
 }
 
 // WriteJson writes the pairs' text directly; it must be ToJson's dump(2) byte
-// for byte: for tensor pairs, statistics-mode pairs (the real msprobe dump),
-// an empty report, and pairs with renamed references, non-finite numbers,
-// empty shapes, missing metrics and strings that need escaping.
+// for byte (sorted keys, nlohmann's number and string forms): for tensor
+// pairs, statistics-mode pairs (the real msprobe dump), an empty report, and
+// pairs with renamed references, non-finite numbers, empty shapes, missing
+// metrics and strings that need escaping; and the values must come through.
 TEST_F(MsprobeTensors, StreamedJsonIsTheSameText) {
   auto npu = LoadDump(*dir_ / "npu", {});
   auto gpu = LoadDump(*dir_ / "gpu", {});
@@ -367,6 +368,26 @@ TEST_F(MsprobeTensors, StreamedJsonIsTheSameText) {
     std::free(buf);
     EXPECT_EQ(streamed, ToJson(r).dump(2));
   }
+  // ToJson reads the same text back: the values come through as written.
+  const nlohmann::json j = ToJson(odd);
+  const nlohmann::json& p0 = j["pairs"][0];
+  EXPECT_EQ(p0["ref_name"], odd.pairs[0].ref_name);
+  EXPECT_EQ(p0["reasons"][0], "a \"quoted\" reason");
+  EXPECT_EQ(p0["out_shape"], nlohmann::json::array());
+  EXPECT_EQ(p0["metrics"]["cosine"], "nan");
+  EXPECT_EQ(p0["metrics"]["max_rel_err"], "inf");
+  EXPECT_EQ(p0["metrics"]["mean_abs_err"], "-inf");
+  EXPECT_TRUE(p0["metrics"]["max_ulp_err"].is_null());
+  EXPECT_EQ(p0["metrics"]["rmse"].get<double>(), 1e-300);
+  EXPECT_EQ(p0["metrics"]["euclidean_distance"].get<double>(), 123456789012345.0);
+  EXPECT_EQ(p0["metrics"]["elements"].get<uint64_t>(), odd.pairs[0].metrics->elements);
+  EXPECT_EQ(p0["metrics"]["allclose_rtol"].get<double>(), odd.pairs[0].metrics->allclose_rtol);
+  EXPECT_EQ(p0["out_stats"]["max"].get<double>(), odd.pairs[0].out_stats->max);
+  EXPECT_EQ(p0["verdict"], std::string(VerdictName(odd.pairs[0].verdict)));
+  EXPECT_EQ(p0["order"].get<size_t>(), 0u);
+  EXPECT_TRUE(j["pairs"][1]["metrics"].is_null());
+  EXPECT_TRUE(j["pairs"][1]["out_stats"].is_null());
+  EXPECT_EQ(MetricsToJson(*odd.pairs[0].metrics), p0["metrics"]);
 }
 
 }  // namespace

@@ -122,7 +122,12 @@ void MetricAccumulator::Add(const MetricParams& params, DType out_dtype, const v
                             DType ref_dtype, const void* ref, size_t n, bool swap_out,
                             bool swap_ref) {
   kernel::Format fo = kernel::Format::kF64, fr = kernel::Format::kF64;
-  const bool fused_out = FormatOf(out_dtype, swap_out, &fo);
+  // A narrow output is decoded by the kernel only with narrow ULP parameters
+  // (metrics_kernel.h); with others (a float64 ULP asked through this API for
+  // a float32 output, say) it is converted first, like any other dtype.
+  const bool fused_out = FormatOf(out_dtype, swap_out, &fo) &&
+                         (fo == kernel::Format::kF64 ||
+                          kernel::NarrowUlp(params.ulp_mantissa_bits, params.ulp_min_exponent));
   const bool fused_ref = FormatOf(ref_dtype, swap_ref, &fr);
   kernel::Args a = ArgsFor(params, n);
   if (fused_out && fused_ref) {

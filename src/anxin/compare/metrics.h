@@ -100,6 +100,14 @@ struct Metrics {
 // not settle. For benchmarks and tests: the metrics never depend on it.
 struct KernelStats {
   uint64_t fast_blocks = 0, zeros_blocks = 0, general_blocks = 0, retries = 0, recounted_blocks = 0;
+  KernelStats& operator+=(const KernelStats& o) {
+    fast_blocks += o.fast_blocks;
+    zeros_blocks += o.zeros_blocks;
+    general_blocks += o.general_blocks;
+    retries += o.retries;
+    recounted_blocks += o.recounted_blocks;
+    return *this;
+  }
 };
 
 class MetricAccumulator {

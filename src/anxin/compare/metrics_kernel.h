@@ -46,6 +46,16 @@ struct Args {
   bool general_only = false;
 };
 
+// Whether ULP parameters (mantissa bits, minimum exponent) allow the scale
+// 2^(mant - eb) to be built in one step: every format but float64. The kernel
+// decodes a narrow output format (kF32, kF16, kBF16) only with such
+// parameters; callers convert other outputs to kF64 first. (static: each
+// instruction set's unit keeps its own copy.)
+static inline bool NarrowUlp(int mantissa_bits, int min_exponent) {
+  return mantissa_bits >= 1 && mantissa_bits - min_exponent <= 1023;
+}
+
+// REQUIRES: out_format is kF64 or NarrowUlp(ulp_mantissa_bits, ulp_min_exponent).
 void RunBaseline(const Args& args, Sums& sums);
 void RunAvx2(const Args& args, Sums& sums);
 void RunAvx512(const Args& args, Sums& sums);

@@ -191,10 +191,6 @@ inline V LoadV(const uint8_t* p) {
   return v;
 }
 
-// One side of an iteration: kChunk elements as 2 * kGroups float64 vectors in
-// element order (v[j] holds elements [j * kW, (j + 1) * kW)), and, in the
-// finite modes, the side's running maximum and minimum: in float32 lanes for
-// narrow formats (half the instructions), float64 lanes otherwise.
 // A side's running maximum and minimum: in float32 lanes for the narrow
 // formats (exact for their values, half the instructions), float64 otherwise.
 template <typename T>
@@ -345,7 +341,6 @@ struct Consts {
   // equals NumPy's ldexp(|N-B|, mant - eb).
   V min_pow, cap, factor, factor_half;
   U64 inv_bias;  // unsigned: (mant + 2046) << 52 does not fit in int64
-  bool narrow;
   bool general_only;
 };
 
@@ -794,8 +789,7 @@ void Run(const Args& args, Sums& s) {
   k.atol = Splat(args.atol);
   k.min_pow = pow2(args.ulp_min_exponent);
   k.general_only = args.general_only;
-  k.narrow = args.ulp_mantissa_bits >= 1 && args.ulp_mantissa_bits - args.ulp_min_exponent <= 1023;
-  if (k.narrow) {
+  if (NarrowUlp(args.ulp_mantissa_bits, args.ulp_min_exponent)) {
     k.inv_bias = U64{} + (static_cast<uint64_t>(2046 + args.ulp_mantissa_bits) << 52);
     k.cap = pow2(1023);
     k.factor = k.factor_half = Splat(1.0);
@@ -805,55 +799,25 @@ void Run(const Args& args, Sums& s) {
     k.factor = pow2(args.ulp_mantissa_bits);
     k.factor_half = pow2(args.ulp_mantissa_bits - 1);
   }
-  Format fo = args.out_format, fr = args.ref_format;
-  // The fused narrow-output loops use the one-multiplication ULP scale.
-  if (!k.narrow && fo != Format::kF64) fo = Format::kF64;
+  const Format fr = args.ref_format;
   const size_t full = n / kChunk * kChunk;
   if (full > 0) {
     // The fast mode's kept values (64 KiB, on this thread's stack).
     alignas(64) Kept kept_buffer;
     Kept* kept = &kept_buffer;
-    if (fo == args.out_format) {
-      switch (fo) {
-        case Format::kF32:
-          DispatchRef<Format::kF32>(fr, out, ref, full, k, s, kept);
-          break;
-        case Format::kF16:
-          DispatchRef<Format::kF16>(fr, out, ref, full, k, s, kept);
-          break;
-        case Format::kBF16:
-          DispatchRef<Format::kBF16>(fr, out, ref, full, k, s, kept);
-          break;
-        default:
-          DispatchRef<Format::kF64>(fr, out, ref, full, k, s, kept);
-          break;
-      }
-    } else {
-      // A narrow output with wide ULP parameters (only through the C++ API):
-      // decoded to float64 a block at a time.
-      const size_t so = FormatSize(args.out_format);
-      double buf[kFold];
-      State st;
-      for (size_t i = 0; i < full; i += kFold) {
-        const size_t count = i + kFold < full ? kFold : full - i;
-        for (size_t e = 0; e < count; ++e) buf[e] = DecodeOne(args.out_format, out + (i + e) * so);
-        const auto* pb = reinterpret_cast<const uint8_t*>(buf);
-        const uint8_t* pr = ref + i * FormatSize(fr);
-        switch (fr) {
-          case Format::kF32:
-            RunAdaptive<Format::kF64, Format::kF32>(pb, pr, count, k, s, st, kept);
-            break;
-          case Format::kF16:
-            RunAdaptive<Format::kF64, Format::kF16>(pb, pr, count, k, s, st, kept);
-            break;
-          case Format::kBF16:
-            RunAdaptive<Format::kF64, Format::kBF16>(pb, pr, count, k, s, st, kept);
-            break;
-          default:
-            RunAdaptive<Format::kF64, Format::kF64>(pb, pr, count, k, s, st, kept);
-            break;
-        }
-      }
+    switch (args.out_format) {
+      case Format::kF32:
+        DispatchRef<Format::kF32>(fr, out, ref, full, k, s, kept);
+        break;
+      case Format::kF16:
+        DispatchRef<Format::kF16>(fr, out, ref, full, k, s, kept);
+        break;
+      case Format::kBF16:
+        DispatchRef<Format::kBF16>(fr, out, ref, full, k, s, kept);
+        break;
+      default:
+        DispatchRef<Format::kF64>(fr, out, ref, full, k, s, kept);
+        break;
     }
   }
   int64_t padding = 0;

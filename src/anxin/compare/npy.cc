@@ -295,8 +295,10 @@ Result<Tensor> ReadNpyFile(const std::string& path, const NpyOptions& options) {
   ANXIN_ASSIGN_OR_RETURN(auto file, MappedFile::Open(path, kHeadBytes, &head));
   const uint64_t size = file->bytes().size();
   if (auto span = LocateHeader(head, size, path); span && span->start + span->len > head.size()) {
-    // A header longer than the first read: read exactly it.
-    ANXIN_ASSIGN_OR_RETURN(head, ReadFilePrefix(path, span->start + span->len));
+    // A header longer than the first read (rare): taken from the mapping; its
+    // pages go with the first 2 MiB block of the data when that is released.
+    const uint8_t* b = file->bytes().data();
+    head.assign(b, b + span->start + span->len);
   }
   // The sidecar is looked for only when the elements are raw voids.
   return ParseWithHeader(file, file->bytes().data(), head, size, path, options, path);

@@ -67,76 +67,18 @@ double ChartValue(const PairResult& p) {
 
 int Rank(Verdict v) { return v == Verdict::kFail ? 2 : v == Verdict::kWarn ? 1 : 0; }
 
-}  // namespace
-
-json MetricsToJson(const Metrics& m) {
-  json j;
-  j["elements"] = m.elements;
-  j["finite_pairs"] = m.finite_pairs;
-  j["nan_mismatch"] = m.nan_mismatch;
-  j["inf_mismatch"] = m.inf_mismatch;
-  j["cosine"] = Num(m.cosine);
-  j["max_abs_err"] = Num(m.max_abs_err);
-  j["max_rel_err"] = Num(m.max_rel_err);
-  j["mean_abs_err"] = Num(m.mean_abs_err);
-  j["mean_rel_err"] = Num(m.mean_rel_err);
-  j["rmse"] = Num(m.rmse);
-  j["euclidean_distance"] = Num(m.euclidean_distance);
-  j["one_thousandth_ratio"] = Num(m.one_thousandth_ratio);
-  j["five_thousandth_ratio"] = Num(m.five_thousandth_ratio);
-  j["max_ulp_err"] = m.max_ulp_err ? Num(*m.max_ulp_err) : json(nullptr);
-  j["ulp_above_one_ratio"] = m.ulp_above_one_ratio ? Num(*m.ulp_above_one_ratio) : json(nullptr);
-  j["allclose"] = m.allclose;
-  j["allclose_rtol"] = m.allclose_rtol;
-  j["allclose_atol"] = m.allclose_atol;
-  j["allclose_violations"] = m.allclose_violations;
-  j["required_atol"] = Num(m.required_atol);
-  j["required_rtol"] = Num(m.required_rtol);
-  return j;
-}
-
-namespace {
-
-json StatsJson(const std::optional<TensorStats>& s) {
-  if (!s) return nullptr;
-  return {
-      {"max", Num(s->max)}, {"min", Num(s->min)}, {"mean", Num(s->mean)}, {"norm", Num(s->norm)}};
-}
-
-json PairJson(const CompareReport& r, size_t i) {
-  const PairResult& p = r.pairs[i];
-  json e;
-  e["order"] = i;
-  e["name"] = p.name;
-  if (p.ref_name != p.name) e["ref_name"] = p.ref_name;
-  e["op"] = p.op;
-  e["out_dtype"] = p.out_dtype;
-  e["ref_dtype"] = p.ref_dtype;
-  e["out_shape"] = p.out_shape;
-  e["ref_shape"] = p.ref_shape;
-  e["mode"] = std::string(PairModeName(p.mode));
-  e["verdict"] = std::string(VerdictName(p.verdict));
-  e["reasons"] = p.reasons;
-  e["metrics"] = p.metrics ? MetricsToJson(*p.metrics) : json(nullptr);
-  e["out_stats"] = StatsJson(p.out_stats);
-  e["ref_stats"] = StatsJson(p.ref_stats);
-  if (p.stat_diffs)
-    e["stat_rel_diff"] = {{"max", Num(p.stat_diffs->max)},
-                          {"min", Num(p.stat_diffs->min)},
-                          {"mean", Num(p.stat_diffs->mean)},
-                          {"norm", Num(p.stat_diffs->norm)}};
-  return e;
-}
-
-// Writes PairJson(r, i).dump(2), indented by depth levels, straight to text:
-// building the json object first took more time than the rest of writing a
-// report of thousands of pairs. Keys are written in the order nlohmann::json
-// keeps them (sorted); numbers and strings go through its serializer, so the
-// text is the same byte for byte (compare_test holds the two to each other).
+// A pair (or a pair's metrics) as JSON text, indented by depth levels, the
+// way nlohmann::json::dump(2) writes it: keys in the order it keeps them
+// (sorted), numbers and strings through its serializer. Written straight to
+// text because building a json object per pair took longer than the rest of
+// writing a report of thousands of pairs; ToJson parses this text, so there
+// is one definition of a pair's fields (compare_test holds the streamed text
+// to ToJson's dump byte for byte).
 class PairText {
  public:
   PairText(std::string& out, int depth) : out_(out), depth_(depth) {}
 
+  void WriteMetrics(const anxin::compare::Metrics& m) { Metrics(m); }
   void Write(const CompareReport& r, size_t i) {
     const PairResult& p = r.pairs[i];
     Open('{');
@@ -306,6 +248,22 @@ class PairText {
   int depth_;
   bool first_ = true;
 };
+
+json PairJson(const CompareReport& r, size_t i) {
+  std::string text;
+  PairText(text, 0).Write(r, i);
+  return json::parse(text);
+}
+
+}  // namespace
+
+json MetricsToJson(const Metrics& m) {
+  std::string text;
+  PairText(text, 0).WriteMetrics(m);
+  return json::parse(text);
+}
+
+namespace {
 
 // Everything but the pairs, which are null.
 json HeaderJson(const CompareReport& r) {

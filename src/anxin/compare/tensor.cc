@@ -5,7 +5,6 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
-#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -36,16 +35,6 @@ Status PreadAll(int fd, const std::string& path, uint64_t n, std::vector<uint8_t
 }
 
 }  // namespace
-
-Result<std::vector<uint8_t>> ReadFilePrefix(const std::string& path, uint64_t n) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return std::unexpected(ErrnoError(errno, "open " + path));
-  std::vector<uint8_t> out;
-  Status s = PreadAll(fd, path, n, &out);
-  ::close(fd);
-  if (!s) return std::unexpected(s.error());
-  return out;
-}
 
 Result<std::shared_ptr<const MappedFile>> MappedFile::Open(const std::string& path,
                                                            uint64_t prefix_bytes,
@@ -171,11 +160,6 @@ std::span<const uint8_t> Tensor::ReleaseRange(uint64_t first, uint64_t count) co
   return {reinterpret_cast<const uint8_t*>(begin), end - begin};
 }
 
-void Tensor::ReleasePages(uint64_t first, uint64_t count) const {
-  auto r = ReleaseRange(first, count);
-  if (!r.empty()) ::madvise(const_cast<uint8_t*>(r.data()), r.size(), MADV_DONTNEED);
-}
-
 namespace {
 
 // A descriptor of this process for process_madvise, or -1 where there is
@@ -200,18 +184,20 @@ std::atomic<bool> batched_release_works{true};
 void PageReleaser::Add(const Tensor& t, uint64_t first, uint64_t count) {
   auto r = t.ReleaseRange(first, count);
   if (r.empty()) return;
-  const uintptr_t b = reinterpret_cast<uintptr_t>(r.data()), e = b + r.size();
-  if (!ranges_.empty() && b <= ranges_.back().end && e >= ranges_.back().begin) {
+  auto* b = const_cast<uint8_t*>(r.data());
+  uint8_t* e = b + r.size();
+  auto* lb = ranges_.empty() ? nullptr : static_cast<uint8_t*>(ranges_.back().iov_base);
+  if (lb && b <= lb + ranges_.back().iov_len && e >= lb) {
     // Overlaps the last range (consecutive pieces of one tensor): merge.
-    Range& last = ranges_.back();
-    const uint64_t before = last.end - last.begin;
-    last.begin = std::min(b, last.begin);
-    last.end = std::max(e, last.end);
-    pending_ += last.end - last.begin - before;
+    iovec& last = ranges_.back();
+    pending_ -= last.iov_len;
+    e = std::max(e, lb + last.iov_len);
+    b = std::min(b, lb);
+    last = {b, static_cast<size_t>(e - b)};
   } else {
-    ranges_.push_back({b, e});
-    pending_ += e - b;
+    ranges_.push_back({b, r.size()});
   }
+  pending_ += ranges_.back().iov_len;
   // process_madvise takes at most UIO_MAXIOV (1024) ranges per call.
   if (pending_ >= batch_bytes_ || ranges_.size() >= 512) Flush();
 }
@@ -221,16 +207,9 @@ void PageReleaser::Flush() {
   bool done = false;
 #if defined(SYS_process_madvise)
   if (batched_ && batched_release_works.load(std::memory_order_relaxed) && SelfPidfd() >= 0) {
-    std::vector<iovec> iov(ranges_.size());
-    size_t total = 0;
-    for (size_t i = 0; i < ranges_.size(); ++i) {
-      iov[i].iov_base = reinterpret_cast<void*>(ranges_[i].begin);
-      iov[i].iov_len = ranges_[i].end - ranges_[i].begin;
-      total += iov[i].iov_len;
-    }
-    const long r =
-        ::syscall(SYS_process_madvise, SelfPidfd(), iov.data(), iov.size(), MADV_DONTNEED, 0u);
-    if (r >= 0 && static_cast<size_t>(r) == total) {
+    const long r = ::syscall(SYS_process_madvise, SelfPidfd(), ranges_.data(), ranges_.size(),
+                             MADV_DONTNEED, 0u);
+    if (r >= 0 && static_cast<uint64_t>(r) == pending_) {
       done = true;
     } else if (r < 0 && (errno == EINVAL || errno == ENOSYS || errno == EPERM)) {
       batched_release_works.store(false, std::memory_order_relaxed);
@@ -238,8 +217,7 @@ void PageReleaser::Flush() {
   }
 #endif
   if (!done) {
-    for (const Range& r : ranges_)
-      ::madvise(reinterpret_cast<void*>(r.begin), r.end - r.begin, MADV_DONTNEED);
+    for (const iovec& r : ranges_) ::madvise(r.iov_base, r.iov_len, MADV_DONTNEED);
   }
   ranges_.clear();
   pending_ = 0;

@@ -10,6 +10,8 @@
 #ifndef ANXIN_COMPARE_TENSOR_H_
 #define ANXIN_COMPARE_TENSOR_H_
 
+#include <sys/uio.h>
+
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -60,9 +62,6 @@ class MappedFile {
   std::vector<uint8_t> owned_;
 };
 
-// The first min(n, size) bytes of a file, read with pread.
-Result<std::vector<uint8_t>> ReadFilePrefix(const std::string& path, uint64_t n);
-
 // Summary statistics as msprobe records them.
 struct TensorStats {
   double max = 0, min = 0, mean = 0, norm = 0;
@@ -92,18 +91,17 @@ struct Tensor {
   // Writes elements [first, first + count) in C (row-major) order as float64.
   // REQUIRES: HasData(), first + count <= NumElements().
   void ReadDoubles(uint64_t first, size_t count, double* out) const;
-  // Drops the mapped pages holding elements [first, first + count), and the
-  // rest of the 2 MiB blocks around them within the file, from this process
-  // (they stay in the page cache), so reading a dump front to back keeps the
-  // resident set small. A no-op for data not backed by a file.
-  // Thread safe: other readers of the same pages fault them back in.
-  void ReleasePages(uint64_t first, uint64_t count) const;
-  // The address range ReleasePages drops; empty when there is none.
+  // The mapped pages that hold elements [first, first + count), rounded out
+  // to the 2 MiB blocks around them within the file: what to drop from this
+  // process once they are read (they stay in the page cache), so reading a
+  // dump front to back keeps the resident set small (PageReleaser). Empty for
+  // data not backed by a file. Other readers of the same pages fault them
+  // back in.
   std::span<const uint8_t> ReleaseRange(uint64_t first, uint64_t count) const;
 };
 
-// Releases the pages of many tensor ranges in batches (Tensor::ReleasePages,
-// batched). Each system call that drops pages from a multi-threaded process
+// Drops the pages of tensor ranges (Tensor::ReleaseRange) from this process,
+// in batches. Each system call that drops pages from a multi-threaded process
 // makes every other CPU running it flush its TLB (an interrupt to each, and
 // in a virtual machine an exit); a batch costs one such flush where a call
 // per range costs one each. Batches go through process_madvise on the
@@ -125,13 +123,10 @@ class PageReleaser {
   void Flush();
 
  private:
-  struct Range {
-    uintptr_t begin, end;
-  };
   uint64_t batch_bytes_;
   bool batched_;
   uint64_t pending_ = 0;
-  std::vector<Range> ranges_;
+  std::vector<iovec> ranges_;
 };
 
 // "[2, 3, 4]".
