@@ -4,7 +4,7 @@
 //   compare_stream [MiB per array (default 1024)] [threads (default: all)]
 //
 // Prints one line of JSON: {"copy_gbs": best copy rate counting bytes read
-// plus bytes written, "read_gbs": best read-only (sum) rate, ...}.
+// plus bytes written, "read_gbs": best read-only (vector sum) rate, ...}.
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -34,6 +34,31 @@ double BestSeconds(unsigned threads, size_t n, int reps, F kernel) {
   return best;
 }
 
+// The sum of a[b, e), read with the widest vector loads the CPU has (one
+// clone per instruction set, picked at load time) into sixteen independent
+// sums, so that neither the adds nor narrow loads limit the rate: four
+// dependent scalar chains, or SSE2 loads, read as a slower memory on a fast
+// core (measured here: 19 to 23 GB/s instead of 27 to 29).
+__attribute__((target_clones("avx512f", "avx2", "default"))) double SumRange(const double* a,
+                                                                             size_t b, size_t e) {
+  using V8 = double __attribute__((vector_size(64)));
+  V8 s0{}, s1{}, s2{}, s3{};
+  size_t i = b;
+  for (; i + 32 <= e; i += 32) {
+    V8 x0, x1, x2, x3;
+    std::memcpy(&x0, &a[i], sizeof(V8));
+    std::memcpy(&x1, &a[i + 8], sizeof(V8));
+    std::memcpy(&x2, &a[i + 16], sizeof(V8));
+    std::memcpy(&x3, &a[i + 24], sizeof(V8));
+    s0 += x0, s1 += x1, s2 += x2, s3 += x3;
+  }
+  double tail = 0;
+  for (; i < e; ++i) tail += a[i];
+  const V8 s = (s0 + s1) + (s2 + s3);
+  for (int k = 0; k < 8; ++k) tail += s[k];
+  return tail;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -50,13 +75,8 @@ int main(int argc, char** argv) {
   double copy = BestSeconds(threads, n, 5, [&](unsigned, size_t b, size_t e) {
     std::memcpy(&c[b], &a[b], (e - b) * sizeof(double));
   });
-  double read = BestSeconds(threads, n, 5, [&](unsigned t, size_t b, size_t e) {
-    double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-    size_t i = b;
-    for (; i + 4 <= e; i += 4) s0 += a[i], s1 += a[i + 1], s2 += a[i + 2], s3 += a[i + 3];
-    for (; i < e; ++i) s0 += a[i];
-    sums[t] = s0 + s1 + s2 + s3;
-  });
+  double read = BestSeconds(
+      threads, n, 5, [&](unsigned t, size_t b, size_t e) { sums[t] = SumRange(a.get(), b, e); });
   double bytes = static_cast<double>(n) * sizeof(double);
   double check = 0;
   for (double s : sums) check += s;
