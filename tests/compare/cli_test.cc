@@ -108,6 +108,7 @@ TEST_F(CompareCli, TwoNpyFilesAreOnePairWhateverTheirNames) {
   EXPECT_EQ(j["summary"]["pairs"], 1);
   EXPECT_EQ(j["summary"]["pass"], 1);
   EXPECT_EQ(j["summary"]["unmatched_out"], 0);
+  EXPECT_EQ(j["pairs"][0]["name"], "good");
   auto bad = RunAnxin({"compare", *dir_ / "bad.npy", *dir_ / "ref.npy"});
   EXPECT_EQ(bad.exit_code, 1) << bad.stdout_text << bad.stderr_text;
   EXPECT_THAT(bad.stdout_text, HasSubstr("1 fail"));

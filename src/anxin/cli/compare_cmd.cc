@@ -96,10 +96,11 @@ int RunDumps(const Opts& o, const GlobalOptions& g) {
   if (!out) return ReportError(out.error().With("reading the output dump"));
   if (!ref) return ReportError(ref.error().With("reading the reference dump"));
   // Two .npy files are one tensor each: they are the pair, whatever their
-  // names (out.npy against golden.npy). Archives and directories match by name.
+  // names (out.npy against golden.npy), named after the output. Archives and
+  // directories match by name.
   if (out->kind == "npy" && ref->kind == "npy" && out->tensors.size() == 1 &&
       ref->tensors.size() == 1)
-    out->tensors[0].name = ref->tensors[0].name;
+    ref->tensors[0].name = out->tensors[0].name;
   return Finish(cmp::CompareDumps(*out, *ref, options), o, g);
 }
 
