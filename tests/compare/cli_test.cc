@@ -69,6 +69,7 @@ TEST_F(CompareCli, DumpsWithADivergingOpFailWithReports) {
   auto j = nlohmann::json::parse(r.stdout_text, nullptr, false);
   ASSERT_FALSE(j.is_discarded()) << r.stdout_text;
   EXPECT_EQ(j["first_divergence"]["name"], "Functional.softmax.0.forward.output.0");
+  EXPECT_EQ(j["first_divergence"]["modules"][0], "Module.act.Softmax.forward.0");
   EXPECT_GT(j["summary"]["fail"].get<int>(), 0);
   EXPECT_EQ(j["summary"]["unmatched_out"].get<int>(), 0);
   EXPECT_THAT(testing::ReadAll(html), HasSubstr("<svg"));
@@ -77,6 +78,8 @@ TEST_F(CompareCli, DumpsWithADivergingOpFailWithReports) {
   auto table = RunAnxin({"compare", *dir_ / "npu", *dir_ / "gpu"});
   EXPECT_EQ(table.exit_code, 1);
   EXPECT_THAT(table.stdout_text, HasSubstr("first divergence"));
+  EXPECT_THAT(table.stdout_text,
+              HasSubstr("  in Module.act.Softmax.forward.0 < Module.net.Net.forward.0\n"));
   EXPECT_THAT(table.stdout_text, HasSubstr("unmatched in output (3)"));
 }
 

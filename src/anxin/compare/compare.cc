@@ -267,6 +267,9 @@ CompareReport CompareDumps(const Dump& out, const Dump& ref, const CompareOption
     } else if (auto it2 = ref.stacks.find(op); it2 != ref.stacks.end()) {
       report.first_divergence_stack = it2->second;
     }
+    report.first_divergence_modules = EnclosingModules(out, op);
+    if (report.first_divergence_modules.empty())
+      report.first_divergence_modules = EnclosingModules(ref, op);
   }
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return report;

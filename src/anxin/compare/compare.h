@@ -60,9 +60,11 @@ struct CompareReport {
   std::vector<std::string> unmatched_out, unmatched_ref;
   size_t pass = 0, warn = 0, fail = 0;
   // Index into pairs of the first failing pair in execution order (or, when
-  // none fails, the first warning), with its call stack from stack.json.
+  // none fails, the first warning), with its call stack from stack.json and
+  // the module calls it ran in from construct.json (innermost first).
   std::optional<size_t> first_divergence;
   std::vector<std::string> first_divergence_stack;
+  std::vector<std::string> first_divergence_modules;
   uint64_t bytes_compared = 0;  // tensor bytes read from both sides
   double seconds = 0;
   unsigned threads = 1;

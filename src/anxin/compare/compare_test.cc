@@ -204,6 +204,29 @@ class MsprobeStatistics : public ::testing::Test {
   }
 };
 
+TEST(Construct, ParentsAndTheModulesAroundAnOp) {
+  auto parents = ParseMsprobeConstruct(
+      R"({"Functional.conv2d.0.forward": "Module.conv1.Conv2d.forward.0",
+          "Module.conv1.Conv2d.forward.0": "Module.layer1.Sequential.forward.0",
+          "Module.layer1.Sequential.forward.0": null, "odd": 3,
+          "Functional.a.0.forward": "Module.x.forward.0", "Module.x.forward.0": "Module.y.forward.0",
+          "Module.y.forward.0": "Module.x.forward.0"})",
+      "construct.json");
+  ASSERT_THAT(parents, IsOk());
+  EXPECT_EQ(parents->count("odd"), 0u);
+  Dump d;
+  d.parents = *parents;
+  EXPECT_THAT(EnclosingModules(d, "Functional.conv2d.0.forward"),
+              ElementsAre("Module.conv1.Conv2d.forward.0", "Module.layer1.Sequential.forward.0"));
+  EXPECT_TRUE(EnclosingModules(d, "Module.layer1.Sequential.forward.0").empty());
+  EXPECT_TRUE(EnclosingModules(d, "not there").empty());
+  // A cycle ends the walk instead of looping.
+  EXPECT_THAT(EnclosingModules(d, "Functional.a.0.forward"),
+              ElementsAre("Module.x.forward.0", "Module.y.forward.0"));
+  EXPECT_THAT(ParseMsprobeConstruct("{\"a\": ", "c.json"), HasCode(ErrorCode::kDataLoss));
+  EXPECT_THAT(ParseMsprobeConstruct("[]", "c.json"), HasCode(ErrorCode::kDataLoss));
+}
+
 TEST_F(MsprobeStatistics, StepZeroAgainstStepOne) {
   auto s0 = LoadDump(Step(0), {});
   auto s1 = LoadDump(Step(1), {});
@@ -245,6 +268,9 @@ TEST_F(MsprobeStatistics, StepZeroAgainstStepOne) {
   for (size_t i = 0; i < *r.first_divergence; ++i)
     EXPECT_NE(r.pairs[i].verdict, first.verdict) << r.pairs[i].name;
   EXPECT_FALSE(r.first_divergence_stack.empty()) << first.op;
+  // construct.json of the real dump: the first weight read is conv1's.
+  EXPECT_EQ(first.op, "Functional.conv2d.0.forward");
+  EXPECT_THAT(r.first_divergence_modules, ElementsAre("Module.conv1.Conv2d.forward.0"));
   // Check one difference by hand from the two dump.json files.
   const Tensor& a = s1->tensors[1];
   const Tensor& b = s0->tensors[1];
@@ -282,6 +308,9 @@ TEST_F(MsprobeTensors, FindsTheFirstDivergingOpWithItsStack) {
   EXPECT_EQ(p.verdict, Verdict::kFail);
   EXPECT_THAT(r.first_divergence_stack,
               ElementsAre(HasSubstr("model.py, line 13"), HasSubstr("train.py, line 42")));
+  // construct.json: the module calls it ran in, innermost first.
+  EXPECT_THAT(r.first_divergence_modules,
+              ElementsAre("Module.act.Softmax.forward.0", "Module.net.Net.forward.0"));
   // Tensors before it pass; nested list arguments got their own names.
   EXPECT_EQ(r.pairs[0].verdict, Verdict::kPass);
   bool nested = false;
@@ -304,6 +333,8 @@ TEST_F(MsprobeTensors, ReportsRenderEveryPair) {
   EXPECT_THAT(html, HasSubstr("<svg"));
   EXPECT_THAT(html, HasSubstr("first divergence"));
   EXPECT_THAT(html, HasSubstr("Functional.softmax.0.forward.output.0"));
+  EXPECT_THAT(html, HasSubstr("<br>in <code>Module.act.Softmax.forward.0</code> &lt; "
+                              "<code>Module.net.Net.forward.0</code>"));
   EXPECT_THAT(html, HasSubstr("addEventListener('click'"));
   EXPECT_THAT(html, Not(HasSubstr("http://")));
   EXPECT_THAT(html, Not(HasSubstr("https://")));

@@ -167,6 +167,34 @@ Result<std::map<std::string, std::vector<std::string>>> ParseMsprobeStacks(
   return out;
 }
 
+Result<std::map<std::string, std::string>> ParseMsprobeConstruct(std::string_view text,
+                                                                 const std::string& path) {
+  ojson j = ojson::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object())
+    return DataLoss(path + ": not a JSON object (truncated or corrupt construct.json)");
+  std::map<std::string, std::string> out;
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    if (it.value().is_string())
+      out[it.key()] = it.value().get<std::string>();
+    else if (it.value().is_null())
+      out[it.key()] = "";
+  }
+  return out;
+}
+
+std::vector<std::string> EnclosingModules(const Dump& d, const std::string& op) {
+  std::vector<std::string> chain;
+  std::string at = op;
+  for (size_t level = 0; level < 256; ++level) {
+    auto it = d.parents.find(at);
+    if (it == d.parents.end() || it->second.empty() || it->second == op) break;
+    if (std::find(chain.begin(), chain.end(), it->second) != chain.end()) break;
+    chain.push_back(it->second);
+    at = it->second;
+  }
+  return chain;
+}
+
 Result<Dump> ParseMsprobeDump(std::string_view text, const std::string& path,
                               const std::string& data_dir, const LoadOptions& options) {
   Dump dump;
@@ -231,6 +259,11 @@ Result<Dump> LoadDump(const std::string& path, const LoadOptions& options) {
         std::string sj = (dir / "stack.json").string();
         ANXIN_ASSIGN_OR_RETURN(std::string stext, ReadText(sj));
         ANXIN_ASSIGN_OR_RETURN(d.stacks, ParseMsprobeStacks(stext, sj));
+      }
+      if (fs::exists(dir / "construct.json")) {
+        std::string cj = (dir / "construct.json").string();
+        ANXIN_ASSIGN_OR_RETURN(std::string ctext, ReadText(cj));
+        ANXIN_ASSIGN_OR_RETURN(d.parents, ParseMsprobeConstruct(ctext, cj));
       }
       return d;
     }

@@ -7,7 +7,8 @@
 //
 // What a path is, is decided from the path itself:
 //   *.npy, *.npz, *.safetensors         one file
-//   a directory holding dump.json       msprobe dump (stack.json, dump_tensor_data/ beside it)
+//   a directory holding dump.json       msprobe dump (stack.json, construct.json and
+//                                       dump_tensor_data/ beside it)
 //   any other directory                 every tensor file below it, in path order
 //   *.pt, *.pth                          rejected with the conversion command (docs/compare.md)
 #ifndef ANXIN_COMPARE_DUMP_H_
@@ -35,6 +36,9 @@ struct Dump {
   std::vector<Tensor> tensors;  // execution order
   // msprobe stack.json: op name -> call stack lines (innermost first).
   std::map<std::string, std::vector<std::string>> stacks;
+  // msprobe construct.json: op or module call -> the module call it ran in
+  // (absent or "" at the top).
+  std::map<std::string, std::string> parents;
 };
 
 Result<Dump> LoadDump(const std::string& path, const LoadOptions& options);
@@ -49,6 +53,16 @@ Result<Dump> ParseMsprobeDump(std::string_view json_text, const std::string& pat
 // {"0": [[op names], [stack lines]]} or {"op name": [stack lines]}.
 Result<std::map<std::string, std::vector<std::string>>> ParseMsprobeStacks(
     std::string_view json_text, const std::string& path);
+
+// Parses construct.json: {"Functional.conv2d.0.forward":
+// "Module.conv1.Conv2d.forward.0", "Module.conv1.Conv2d.forward.0": null}.
+// Entries whose value is neither a string nor null are skipped.
+Result<std::map<std::string, std::string>> ParseMsprobeConstruct(std::string_view json_text,
+                                                                 const std::string& path);
+
+// The module calls around op in d.parents, innermost first; stops at the top,
+// at a cycle, or after 256 levels.
+std::vector<std::string> EnclosingModules(const Dump& d, const std::string& op);
 
 }  // namespace anxin::compare
 

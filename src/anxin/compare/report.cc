@@ -292,6 +292,7 @@ json HeaderJson(const CompareReport& r) {
     j["first_divergence"] = {{"order", *r.first_divergence},
                              {"name", r.pairs[*r.first_divergence].name},
                              {"op", r.pairs[*r.first_divergence].op},
+                             {"modules", r.first_divergence_modules},
                              {"stack", r.first_divergence_stack}};
   } else {
     j["first_divergence"] = nullptr;
@@ -376,6 +377,12 @@ void PrintTable(const CompareReport& r, std::FILE* f, size_t limit) {
     const PairResult& p = r.pairs[*r.first_divergence];
     std::fprintf(f, "first divergence (execution order %zu): %s [%s]\n", *r.first_divergence,
                  p.name.c_str(), std::string(VerdictName(p.verdict)).c_str());
+    if (!r.first_divergence_modules.empty()) {
+      std::fprintf(f, "  in");
+      for (size_t k = 0; k < r.first_divergence_modules.size(); ++k)
+        std::fprintf(f, "%s %s", k ? " <" : "", r.first_divergence_modules[k].c_str());
+      std::fprintf(f, "\n");
+    }
     for (const auto& line : r.first_divergence_stack) {
       std::string l = line;
       for (auto& c : l)
@@ -529,6 +536,12 @@ svg text{font:11px system-ui,sans-serif;fill:#5b6475}
          " <code>" + Html(p.name) + "</code> <span class=\"" + std::string(VerdictName(p.verdict)) +
          "\">" + std::string(VerdictName(p.verdict)) + "</span>";
     for (const auto& why : p.reasons) h += " &middot; " + Html(why);
+    if (!r.first_divergence_modules.empty()) {
+      h += "<br>in";
+      for (size_t k = 0; k < r.first_divergence_modules.size(); ++k)
+        h += std::string(k ? " &lt;" : "") + " <code>" + Html(r.first_divergence_modules[k]) +
+             "</code>";
+    }
     if (!r.first_divergence_stack.empty()) {
       h += "<pre>";
       for (const auto& line : r.first_divergence_stack) h += Html(line) + "\n";
