@@ -160,6 +160,15 @@ TEST_F(CompareCli, ALargeTensorPairStreamsInBoundedMemory) {
   // 2 GiB of tensors; the process itself (with the sanitizers' shadow
   // memory) stays far below.
   EXPECT_LT(rss_kib, 256 << 10) << "peak RSS " << rss_kib << " KiB";
+  // Long work shows progress on stderr when asked (or on a terminal).
+  auto shown =
+      RunAnxin({"compare", "ref", *dir_ / "big_out.npy", *dir_ / "big_ref.npy", "--progress"});
+  EXPECT_EQ(shown.exit_code, 0) << shown.stderr_text;
+  EXPECT_THAT(shown.stderr_text, HasSubstr("compare: 2.15 of 2.15 GB (100%), 1 of 1 tensors"));
+  auto hidden =
+      RunAnxin({"compare", "ref", *dir_ / "big_out.npy", *dir_ / "big_ref.npy", "--no-progress"});
+  EXPECT_EQ(hidden.exit_code, 0);
+  EXPECT_EQ(hidden.stderr_text, "");
   fs::remove(*dir_ / "big_out.npy");
   fs::remove(*dir_ / "big_ref.npy");
 }

@@ -2,6 +2,8 @@
 //
 //   anxin compare NPU_DUMP GPU_DUMP [--fuzzy] [--map F] [--html F] [--csv F]
 //   anxin compare ref OUT.npy REF.npy
+#include <unistd.h>
+
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -24,6 +26,8 @@ struct Opts {
   std::string map_file, thresholds_file, void_as, csv, html;
   unsigned threads = 0;
   size_t top = 30;
+  // Progress on stderr: --progress, --no-progress, else when stderr is a terminal.
+  bool progress = false, no_progress = false;
   // `ref` subcommand
   std::string one_out, one_ref;
   CLI::App* ref_cmd = nullptr;
@@ -36,6 +40,28 @@ Result<cmp::ThresholdRules> Rules(const Opts& o, const GlobalOptions& g) {
   if (auto section = FindSection(g.config, "compare"))
     return cmp::ThresholdRules::FromConfig(*section);
   return cmp::ThresholdRules();
+}
+
+// Progress on stderr: rewritten in place on a terminal and cleared at the
+// end (the summary line follows), a line per update otherwise (--progress
+// into a log), the last one with the final state.
+void SetProgress(const Opts& o, cmp::CompareOptions& options) {
+  const bool tty = isatty(STDERR_FILENO) == 1;
+  if (o.no_progress || !(o.progress || tty)) return;
+  options.on_progress = [tty](const cmp::CompareProgress& p) {
+    const bool done = p.bytes_done == p.bytes_total && p.tensors_done == p.tensors_total;
+    if (tty && done) {
+      std::fputs("\r\033[K", stderr);
+    } else {
+      const double pct = p.bytes_total ? 100.0 * p.bytes_done / p.bytes_total : 100.0;
+      std::fprintf(stderr,
+                   "%scompare: %.2f of %.2f GB (%.0f%%), %zu of %zu tensors, %.1f s, %.2f GB/s%s",
+                   tty ? "\r\033[K" : "", p.bytes_done / 1e9, p.bytes_total / 1e9, pct,
+                   p.tensors_done, p.tensors_total, p.seconds,
+                   p.seconds > 0 ? p.bytes_done / p.seconds / 1e9 : 0.0, tty ? "" : "\n");
+    }
+    std::fflush(stderr);
+  };
 }
 
 Result<cmp::LoadOptions> Load(const Opts& o) {
@@ -87,6 +113,7 @@ int RunDumps(const Opts& o, const GlobalOptions& g) {
   options.thresholds = *rules;
   options.threads = o.threads;
   options.match.fuzzy = o.fuzzy;
+  SetProgress(o, options);
   if (!o.map_file.empty()) {
     auto renames = cmp::LoadRenames(o.map_file);
     if (!renames) return ReportError(renames.error());
@@ -125,6 +152,7 @@ int RunRef(const Opts& o, const GlobalOptions& g) {
   cmp::CompareOptions options;
   options.thresholds = *rules;
   options.threads = o.threads;
+  SetProgress(o, options);
   cmp::CompareReport report = cmp::CompareDumps(*out, *ref, options);
   report.pairs[0].name = o.one_out;
   if (g.json) {
@@ -154,6 +182,9 @@ void AddCommon(CLI::App& app, Opts& o) {
                  "read raw <V2/|V1 .npy elements as this dtype (bfloat16, float16, "
                  "float8_e4m3fn, float8_e5m2) when no sidecar says");
   app.add_option("--threads", o.threads, "worker threads (default: all hardware threads)");
+  app.add_flag("--progress", o.progress,
+               "show progress on stderr every half second (default: when stderr is a terminal)");
+  app.add_flag("--no-progress", o.no_progress, "never show progress");
 }
 
 CommandMain Setup(CLI::App& app) {

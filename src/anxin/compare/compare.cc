@@ -4,6 +4,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <mutex>
 #include <thread>
 
 namespace anxin::compare {
@@ -30,8 +31,59 @@ struct Item {
   size_t slot;  // its partial result, for a job of several items
 };
 
+// Reports progress for RunJobs: counts finished items and bytes, and lets
+// one worker at a time call the callback once the interval has passed.
+class ProgressMeter {
+ public:
+  ProgressMeter(const CompareOptions& o, uint64_t bytes_total, size_t tensors_total)
+      : fn_(o.on_progress), interval_(o.progress_interval), start_(Clock::now()) {
+    state_.bytes_total = bytes_total;
+    state_.tensors_total = tensors_total;
+    next_.store(interval_.count());
+  }
+  // One item of `bytes` done; `tensor_done` when it was its tensor's last.
+  void Done(uint64_t bytes, bool tensor_done) {
+    if (!fn_) return;
+    bytes_.fetch_add(bytes, std::memory_order_relaxed);
+    if (tensor_done) tensors_.fetch_add(1, std::memory_order_relaxed);
+    const int64_t now = Since(Clock::now());
+    if (now < next_.load(std::memory_order_relaxed)) return;
+    std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
+    if (!lock.owns_lock()) return;
+    next_.store(now + interval_.count(), std::memory_order_relaxed);
+    Call(now);
+  }
+  // The final state.
+  void Finish() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (fn_) Call(Since(Clock::now()));
+  }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  int64_t Since(Clock::time_point t) const {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(t - start_).count();
+  }
+  void Call(int64_t now_ns) {
+    state_.bytes_done = bytes_.load(std::memory_order_relaxed);
+    state_.tensors_done = tensors_.load(std::memory_order_relaxed);
+    state_.seconds = static_cast<double>(now_ns) * 1e-9;
+    fn_(state_);
+  }
+  const std::function<void(const CompareProgress&)>& fn_;
+  const std::chrono::nanoseconds interval_;
+  const Clock::time_point start_;
+  std::atomic<uint64_t> bytes_{0};
+  std::atomic<size_t> tensors_{0};
+  std::atomic<int64_t> next_{0};  // ns since start_ when the next call is due
+  std::mutex mu_;
+  bool called_ = false;    // guarded by mu_
+  CompareProgress state_;  // guarded by mu_
+};
+
 // Runs every job's items on a pool and returns one merged accumulator per job.
-std::vector<MetricAccumulator> RunJobs(std::vector<Job>& jobs, unsigned threads) {
+std::vector<MetricAccumulator> RunJobs(std::vector<Job>& jobs, unsigned threads,
+                                       const CompareOptions& options) {
   std::vector<Item> items;
   size_t slots = 0;
   for (size_t j = 0; j < jobs.size(); ++j) {
@@ -52,6 +104,18 @@ std::vector<MetricAccumulator> RunJobs(std::vector<Job>& jobs, unsigned threads)
   // depend on which thread finished first.
   std::vector<MetricAccumulator> merged(jobs.size()), partial(slots);
   std::atomic<size_t> next{0};
+  auto item_bytes = [&](const Item& it) {
+    const Job& job = jobs[it.job];
+    const uint64_t n = it.end - it.begin;
+    return n * DTypeSize(*job.out->dtype) +
+           (job.ref != job.out ? n * DTypeSize(*job.ref->dtype) : 0);
+  };
+  uint64_t total = 0;
+  for (const Item& it : items) total += item_bytes(it);
+  // Items left per job: the tensor is done when its last item is.
+  std::vector<std::atomic<size_t>> left(jobs.size());
+  for (size_t j = 0; j < jobs.size(); ++j) left[j].store(jobs[j].items);
+  ProgressMeter meter(options, total, jobs.size());
   auto worker = [&] {
     std::vector<double> a, b;
     PageReleaser releaser;
@@ -86,6 +150,7 @@ std::vector<MetricAccumulator> RunJobs(std::vector<Job>& jobs, unsigned threads)
       }
       releaser.Add(*job.out, it.begin, it.end - it.begin);
       if (job.ref != job.out) releaser.Add(*job.ref, it.begin, it.end - it.begin);
+      meter.Done(item_bytes(it), left[it.job].fetch_sub(1, std::memory_order_relaxed) == 1);
     }
   };
   threads = std::max(1u, std::min<unsigned>(threads, static_cast<unsigned>(items.size())));
@@ -93,6 +158,7 @@ std::vector<MetricAccumulator> RunJobs(std::vector<Job>& jobs, unsigned threads)
   for (unsigned t = 1; t < threads; ++t) pool.emplace_back(worker);
   worker();
   for (auto& t : pool) t.join();
+  meter.Finish();
   for (size_t j = 0; j < jobs.size(); ++j) {
     if (jobs[j].items < 2) continue;
     for (size_t k = 0; k < jobs[j].items; ++k)
@@ -131,7 +197,7 @@ std::string_view PairModeName(PairMode m) {
 
 Metrics ComputePairMetrics(const Tensor& out, const Tensor& ref, unsigned threads) {
   std::vector<Job> jobs{{&out, &ref, MetricParams::For(*out.dtype, *ref.dtype)}};
-  auto acc = RunJobs(jobs, ResolveThreads(threads));
+  auto acc = RunJobs(jobs, ResolveThreads(threads), CompareOptions{});
   return acc[0].Finish(jobs[0].params);
 }
 
@@ -210,7 +276,7 @@ CompareReport CompareDumps(const Dump& out, const Dump& ref, const CompareOption
     report.pairs.push_back(std::move(p));
   }
 
-  auto merged = RunJobs(jobs, report.threads);
+  auto merged = RunJobs(jobs, report.threads, options);
   for (size_t k = 0; k < jobs.size(); ++k) {
     PairResult& p = report.pairs[job_pair[k]];
     Metrics m = merged[k].Finish(jobs[k].params);

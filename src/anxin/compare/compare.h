@@ -15,6 +15,9 @@
 #ifndef ANXIN_COMPARE_COMPARE_H_
 #define ANXIN_COMPARE_COMPARE_H_
 
+#include <chrono>
+#include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -26,10 +29,22 @@
 
 namespace anxin::compare {
 
+// How far the element-wise work of CompareDumps has got.
+struct CompareProgress {
+  uint64_t bytes_done = 0, bytes_total = 0;  // tensor bytes of both sides
+  size_t tensors_done = 0, tensors_total = 0;
+  double seconds = 0;  // since the work started
+};
+
 struct CompareOptions {
   MatchOptions match;
   ThresholdRules thresholds;
   unsigned threads = 0;  // 0: one per hardware thread
+  // Called from a worker thread at most every progress_interval while tensors
+  // are compared (one call at a time), and once with the final state at the
+  // end. Unset: no calls.
+  std::function<void(const CompareProgress&)> on_progress;
+  std::chrono::milliseconds progress_interval{500};
 };
 
 enum class PairMode {

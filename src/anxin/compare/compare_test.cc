@@ -323,6 +323,37 @@ TEST_F(MsprobeTensors, FindsTheFirstDivergingOpWithItsStack) {
   EXPECT_THAT(plain.unmatched_ref, Contains(HasSubstr("Module.fc2.Linear")));
 }
 
+TEST_F(MsprobeTensors, ProgressCountsEveryByteAndTensorOnce) {
+  auto npu = LoadDump(*dir_ / "npu", {});
+  auto gpu = LoadDump(*dir_ / "gpu", {});
+  ASSERT_THAT(npu, IsOk());
+  ASSERT_THAT(gpu, IsOk());
+  std::vector<CompareProgress> seen;
+  CompareOptions opts;
+  opts.threads = 2;
+  opts.progress_interval = std::chrono::milliseconds(0);  // every item
+  opts.on_progress = [&](const CompareProgress& p) { seen.push_back(p); };
+  CompareReport r = CompareDumps(*npu, *gpu, opts);
+  ASSERT_GE(seen.size(), 2u);  // at least one update and the final state
+  for (size_t i = 1; i < seen.size(); ++i) {
+    EXPECT_GE(seen[i].bytes_done, seen[i - 1].bytes_done);
+    EXPECT_GE(seen[i].tensors_done, seen[i - 1].tensors_done);
+    EXPECT_GE(seen[i].seconds, seen[i - 1].seconds);
+  }
+  const CompareProgress& last = seen.back();
+  EXPECT_EQ(last.bytes_done, last.bytes_total);
+  EXPECT_EQ(last.bytes_total, r.bytes_compared);
+  EXPECT_EQ(last.tensors_done, last.tensors_total);
+  EXPECT_EQ(last.tensors_total, r.pairs.size());
+
+  // Work that ends within the interval reports its final state only.
+  seen.clear();
+  opts.progress_interval = std::chrono::hours(1);
+  CompareDumps(*npu, *gpu, opts);
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0].bytes_done, r.bytes_compared);
+}
+
 TEST_F(MsprobeTensors, ReportsRenderEveryPair) {
   auto npu = LoadDump(*dir_ / "npu", {});
   auto gpu = LoadDump(*dir_ / "gpu", {});
