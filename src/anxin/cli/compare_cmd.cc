@@ -26,6 +26,7 @@ struct Opts {
   std::string map_file, thresholds_file, void_as, csv, html;
   unsigned threads = 0;
   size_t top = 30;
+  size_t html_rows = cmp::kHtmlRows;
   // Progress on stderr: --progress, --no-progress, else when stderr is a terminal.
   bool progress = false, no_progress = false;
   // `ref` subcommand
@@ -93,7 +94,8 @@ int Finish(const cmp::CompareReport& report, const Opts& o, const GlobalOptions&
     if (auto s = cmp::WriteFile(o.csv, cmp::RenderCsv(report)); !s) return ReportError(s.error());
   }
   if (!o.html.empty()) {
-    if (auto s = cmp::WriteFile(o.html, cmp::RenderHtml(report)); !s) return ReportError(s.error());
+    if (auto s = cmp::WriteFile(o.html, cmp::RenderHtml(report, o.html_rows)); !s)
+      return ReportError(s.error());
   }
   if (g.json) {
     cmp::WriteJson(report, stdout);
@@ -198,6 +200,9 @@ CommandMain Setup(CLI::App& app) {
   app.add_option("--csv", o->csv, "also write every pair as CSV to this file");
   app.add_option("--html", o->html, "also write a self-contained HTML report to this file");
   app.add_option("--top", o->top, "rows in the terminal table, worst first (0: all)");
+  app.add_option("--html-rows", o->html_rows,
+                 "rows in the HTML table at most, the worst in execution order (0: all; "
+                 "default 5000)");
   AddCommon(app, *o);
   o->ref_cmd = app.add_subcommand("ref", "compare one output tensor file with a reference");
   o->ref_cmd->add_option("OUT", o->one_out, "output tensor (.npy, or a one-tensor .npz)")

@@ -389,6 +389,48 @@ TEST_F(MsprobeTensors, ReportsRenderEveryPair) {
   EXPECT_THAT(table, HasSubstr("more pairs"));
 }
 
+// Many pairs: the HTML page keeps the worst kHtmlRows in its table, in
+// execution order, and draws at most 4000 chart points, so it stays a few MB.
+TEST(Html, LargeReportsKeepTheWorstRowsAndABoundedChart) {
+  CompareReport r;
+  const size_t n = 20000;
+  for (size_t i = 0; i < n; ++i) {
+    PairResult p;
+    p.name = "Functional.op." + std::to_string(i) + ".forward.output.0";
+    p.out_dtype = p.ref_dtype = "float32";
+    Metrics m;
+    m.cosine = 1;
+    m.max_abs_err = 1e-6 * static_cast<double>(i % 100 + 1);
+    p.metrics = m;
+    p.verdict = i % 7 == 3 ? Verdict::kFail : Verdict::kPass;
+    if (p.verdict == Verdict::kFail)
+      ++r.fail;
+    else
+      ++r.pass;
+    r.pairs.push_back(std::move(p));
+  }
+  r.first_divergence = 3;
+  auto count = [](const std::string& h, const std::string& what) {
+    size_t c = 0;
+    for (size_t at = h.find(what); at != std::string::npos; at = h.find(what, at + 1)) ++c;
+    return c;
+  };
+  std::string h = RenderHtml(r);
+  EXPECT_EQ(count(h, "<tr>"), kHtmlRows + 1);  // with the header row
+  EXPECT_THAT(h, HasSubstr("The table holds the 5000 worst of the 20000 pairs"));
+  EXPECT_THAT(h, HasSubstr("each point the worst of 5 pairs"));
+  // One mark per run of 5 with a fail in it: 5 of every 7 runs.
+  EXPECT_LE(count(h, "<circle"), 4000u);
+  EXPECT_GT(count(h, "<circle"), 2800u);
+  // The failing pairs made the table (every 25th checked), the first one leading it.
+  for (size_t i = 3; i < n; i += 7 * 25)
+    EXPECT_THAT(h, HasSubstr(">" + r.pairs[i].name + "<")) << i;
+  EXPECT_LT(h.find(">Functional.op.3.forward"), h.find(">Functional.op.10.forward"));
+  EXPECT_LT(h.size(), size_t{8} << 20);
+  // 0 rows: no limit.
+  EXPECT_EQ(count(RenderHtml(r, 0), "<tr>"), n + 1);
+}
+
 // WriteJson writes the pairs' text directly; it must be ToJson's dump(2) byte
 // for byte (sorted keys, nlohmann's number and string forms): for tensor
 // pairs, statistics-mode pairs (the real msprobe dump), an empty report, and

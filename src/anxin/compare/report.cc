@@ -451,7 +451,7 @@ std::string RenderCsv(const CompareReport& r) {
   return s;
 }
 
-std::string RenderHtml(const CompareReport& r) {
+std::string RenderHtml(const CompareReport& r, size_t max_rows) {
   std::string h;
   h += R"(<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>anxin compare</title>
@@ -498,6 +498,12 @@ svg text{font:11px system-ui,sans-serif;fill:#5b6475}
   hi = std::max(std::ceil(hi), lo + 1);
   const size_t n = std::max<size_t>(r.pairs.size(), 2);
   auto X = [&](size_t i) { return L + (W - L - R) * static_cast<double>(i) / (n - 1); };
+  // Up to kChartPoints pairs are drawn one by one; more are drawn as that
+  // many runs of consecutive pairs, each at its worst error, marked when it
+  // holds a failing or warning pair (four points per unit of the 930-unit
+  // plot: finer than any screen shows).
+  constexpr size_t kChartPoints = 4000;
+  const size_t per = std::max<size_t>(1, (r.pairs.size() + kChartPoints - 1) / kChartPoints);
   auto Y = [&](double y) { return T + (H - T - B) * (hi - y) / (hi - lo); };
   h += "<div class=\"box\"><b>Error along execution order</b> (MaxAbsErr for tensors, worst "
        "relative statistics difference otherwise; log scale; red = fail, amber = warn)\n";
@@ -507,29 +513,45 @@ svg text{font:11px system-ui,sans-serif;fill:#5b6475}
         "<line x1=\"{0}\" x2=\"{1}\" y1=\"{2:.1f}\" y2=\"{2:.1f}\" stroke=\"#e6e9ef\"/>"
         "<text x=\"{3}\" y=\"{4:.1f}\" text-anchor=\"end\">1e{5}</text>\n",
         L, W - R, Y(y), L - 6, Y(y) + 4, static_cast<int>(y));
-  std::string path;
-  for (size_t i = 0; i < r.pairs.size(); ++i) {
-    if (std::isnan(ys[i])) continue;
-    path += fmt::format("{}{:.1f},{:.1f} ", path.empty() ? "M" : "L", X(i), Y(ys[i]));
+  std::string path, marks;
+  for (size_t b = 0; b < r.pairs.size(); b += per) {
+    const size_t e = std::min(r.pairs.size(), b + per);
+    // The run's worst error, and its worst pair (fail before warn, then the
+    // larger error) with the counts of each.
+    size_t top = b, fails = 0, warns = 0;
+    double y = std::nan("");
+    for (size_t i = b; i < e; ++i) {
+      if (!std::isnan(ys[i]) && !(ys[i] <= y)) y = ys[i];
+      const Verdict v = r.pairs[i].verdict;
+      fails += v == Verdict::kFail;
+      warns += v == Verdict::kWarn;
+      const double yi = std::isnan(ys[i]) ? hi : ys[i], yt = std::isnan(ys[top]) ? hi : ys[top];
+      const int ri = Rank(v), rt = Rank(r.pairs[top].verdict);
+      if (ri > rt || (ri == rt && yi > yt)) top = i;
+    }
+    const double x = X(e - 1 == b ? b : (b + e - 1) / 2);
+    if (!std::isnan(y)) path += fmt::format("{}{:.1f},{:.1f} ", path.empty() ? "M" : "L", x, Y(y));
+    if (fails + warns == 0) continue;
+    const PairResult& p = r.pairs[top];
+    const double yt = std::isnan(ys[top]) ? hi : ys[top];
+    std::string title = e - b == 1 ? fmt::format("{}: {}", b, Html(p.name))
+                                   : fmt::format("{} .. {}: {} fail, {} warn; worst {}: {}", b,
+                                                 e - 1, fails, warns, top, Html(p.name));
+    marks += fmt::format(
+        "<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3\" fill=\"{}\"><title>{}</title></circle>\n", x,
+        Y(yt), p.verdict == Verdict::kFail ? "#c53030" : "#d69e2e", title);
   }
   h += "<path d=\"" + path + "\" fill=\"none\" stroke=\"#7f9cc8\" stroke-width=\"1\"/>\n";
-  for (size_t i = 0; i < r.pairs.size(); ++i) {
-    const PairResult& p = r.pairs[i];
-    if (p.verdict == Verdict::kPass) continue;
-    double y = std::isnan(ys[i]) ? hi : ys[i];
-    h += fmt::format(
-        "<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3\" fill=\"{}\"><title>{}: {}</title>"
-        "</circle>\n",
-        X(i), Y(y), p.verdict == Verdict::kFail ? "#c53030" : "#d69e2e", i, Html(p.name));
-  }
+  h += marks;
   if (r.first_divergence)
     h += fmt::format(
         "<line x1=\"{0:.1f}\" x2=\"{0:.1f}\" y1=\"{1}\" y2=\"{2}\" "
         "stroke=\"#c53030\" stroke-dasharray=\"4 3\"/><text x=\"{3:.1f}\" y=\"{4}\" "
         "fill=\"#c53030\">first divergence</text>\n",
         X(*r.first_divergence), T, H - B, X(*r.first_divergence) + 4, T + 10);
-  h += fmt::format("<text x=\"{}\" y=\"{}\">execution order (0 .. {})</text></svg></div>\n", L,
-                   H - 8, r.pairs.empty() ? 0 : r.pairs.size() - 1);
+  h += fmt::format("<text x=\"{}\" y=\"{}\">execution order (0 .. {}{})</text></svg></div>\n", L,
+                   H - 8, r.pairs.empty() ? 0 : r.pairs.size() - 1,
+                   per > 1 ? fmt::format("; each point the worst of {} pairs", per) : "");
 
   if (r.first_divergence) {
     const PairResult& p = r.pairs[*r.first_divergence];
@@ -551,6 +573,20 @@ svg text{font:11px system-ui,sans-serif;fill:#5b6475}
     h += "</div>\n";
   }
 
+  // The table: every pair, or the worst max_rows of them in execution order.
+  std::vector<size_t> rows;
+  if (max_rows && r.pairs.size() > max_rows) {
+    rows = r.WorstFirst();
+    rows.resize(max_rows);
+    std::sort(rows.begin(), rows.end());
+    h += fmt::format(
+        "<div class=\"sub\">The table holds the {} worst of the {} pairs, in execution order "
+        "(the CSV and JSON reports hold all of them).</div>\n",
+        max_rows, r.pairs.size());
+  } else {
+    rows.resize(r.pairs.size());
+    for (size_t i = 0; i < rows.size(); ++i) rows[i] = i;
+  }
   h += "<table id=\"t\"><thead><tr>";
   const char* cols[] = {"#",         "verdict",   "name",       "dtype",     "shape",  "cosine",
                         "MaxAbsErr", "MaxRelErr", "MeanAbsErr", "RMSE",      "1/1000", "5/1000",
@@ -563,7 +599,7 @@ svg text{font:11px system-ui,sans-serif;fill:#5b6475}
     return fmt::format("<td class=\"num\" data-v=\"{:.17g}\">{}</td>", key, Short(v));
   };
   auto none = [] { return std::string("<td class=\"num\" data-v=\"-1e308\">-</td>"); };
-  for (size_t i = 0; i < r.pairs.size(); ++i) {
+  for (size_t i : rows) {
     const PairResult& p = r.pairs[i];
     std::string v(VerdictName(p.verdict));
     h += fmt::format(

@@ -31,7 +31,11 @@ nlohmann::json MetricsToJson(const Metrics& m);
 // does not grow with the number of pairs.
 void WriteJson(const CompareReport& report, std::FILE* out);
 
-std::string RenderHtml(const CompareReport& report);
+// At most max_rows pairs in the table (0: all): the worst ones, in execution
+// order; the chart draws at most 4000 points (runs of pairs at their worst
+// error beyond that), so the page stays small for any number of pairs.
+constexpr size_t kHtmlRows = 5000;
+std::string RenderHtml(const CompareReport& report, size_t max_rows = kHtmlRows);
 
 // Writes text to path (replacing it).
 Status WriteFile(const std::string& path, const std::string& text);
