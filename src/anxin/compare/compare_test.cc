@@ -204,6 +204,40 @@ class MsprobeStatistics : public ::testing::Test {
   }
 };
 
+// Python's json writes non-finite statistics as bare NaN / Infinity tokens;
+// msprobe sometimes as strings. Both are read; a "NaN" inside a name is not
+// touched; broken text names the file and the offset.
+TEST(MsprobeDumpJson, NonFiniteStatisticsAndBrokenText) {
+  const std::string text =
+      R"({"task": "statistics", "data": {"Functional.NaN_guard.0.forward": {"input_args": [)"
+      R"({"type": "torch.Tensor", "dtype": "torch.float16", "shape": [4], "Max": NaN, )"
+      R"("Min": -Infinity, "Mean": Infinity, "Norm": 2.5}], "input_kwargs": {}, "output": [)"
+      R"({"type": "torch.Tensor", "dtype": "torch.float16", "shape": [4], "Max": "inf", )"
+      R"("Min": "-inf", "Mean": "nan", "Norm": 1}]}}})";
+  auto d = ParseMsprobeDump(text, "step0/dump.json", "", {});
+  ASSERT_THAT(d, IsOk());
+  ASSERT_EQ(d->tensors.size(), 2u);
+  EXPECT_EQ(d->tensors[0].name, "Functional.NaN_guard.0.forward.input.0");
+  ASSERT_TRUE(d->tensors[0].stats.has_value());
+  EXPECT_TRUE(std::isnan(d->tensors[0].stats->max));
+  EXPECT_EQ(d->tensors[0].stats->min, -HUGE_VAL);
+  EXPECT_EQ(d->tensors[0].stats->mean, HUGE_VAL);
+  EXPECT_EQ(d->tensors[0].stats->norm, 2.5);
+  ASSERT_TRUE(d->tensors[1].stats.has_value());
+  EXPECT_EQ(d->tensors[1].stats->max, HUGE_VAL);
+  EXPECT_TRUE(std::isnan(d->tensors[1].stats->mean));
+  // Cut anywhere: the offset is where the text ends (the cut point, plus two
+  // bytes per quoted NaN or Infinity token before it).
+  for (size_t cut = 1; cut < text.size(); cut += 7) {
+    auto bad = ParseMsprobeDump(text.substr(0, cut), "step0/dump.json", "", {});
+    EXPECT_THAT(bad, HasCode(ErrorCode::kDataLoss, HasSubstr("step0/dump.json: offset "))) << cut;
+  }
+  EXPECT_THAT(ParseMsprobeDump(text.substr(0, 40), "step0/dump.json", "", {}),
+              HasCode(ErrorCode::kDataLoss, HasSubstr("step0/dump.json: offset 40:")));
+  EXPECT_THAT(ParseMsprobeDump(R"({"data": {"a": [1, 2}})", "d.json", "", {}),
+              HasCode(ErrorCode::kDataLoss, HasSubstr("d.json: offset 20:")));
+}
+
 TEST(Construct, ParentsAndTheModulesAroundAnOp) {
   auto parents = ParseMsprobeConstruct(
       R"({"Functional.conv2d.0.forward": "Module.conv1.Conv2d.forward.0",

@@ -54,6 +54,51 @@ std::optional<double> Number(const ojson& j, const char* key) {
   return std::nullopt;
 }
 
+// Python's json module writes non-finite floats as the bare tokens NaN,
+// Infinity and -Infinity, which JSON does not have (and which an overflow
+// run's statistics are full of). Returns a copy of text with each such token
+// outside strings quoted ("NaN", which Number reads), or nullopt when there
+// is none: the usual case costs one search.
+std::optional<std::string> QuoteNonFinite(std::string_view text) {
+  if (text.find("NaN") == std::string_view::npos && text.find("Infinity") == std::string_view::npos)
+    return std::nullopt;
+  std::string out;
+  out.reserve(text.size() + 64);
+  bool in_string = false, changed = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      out += c;
+      if (c == '\\' && i + 1 < text.size()) {
+        out += text[++i];
+      } else if (c == '"') {
+        in_string = false;
+      }
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+      out += c;
+      continue;
+    }
+    std::string_view rest = text.substr(i);
+    std::string_view token;
+    for (std::string_view t : {"NaN", "Infinity", "-Infinity"})
+      if (rest.starts_with(t)) token = t;
+    if (!token.empty()) {
+      out += '"';
+      out += token;
+      out += '"';
+      i += token.size() - 1;
+      changed = true;
+      continue;
+    }
+    out += c;
+  }
+  if (!changed) return std::nullopt;
+  return out;
+}
+
 struct Flattener {
   const std::string& path;
   const std::string& data_dir;
@@ -228,7 +273,21 @@ Result<Dump> ParseMsprobeDump(std::string_view text, const std::string& path,
     }
     return true;
   };
-  ojson j = ojson::parse(text, each, false);
+  const std::optional<std::string> quoted = QuoteNonFinite(text);
+  if (quoted) text = *quoted;
+  ojson j;
+  try {
+    j = ojson::parse(text, each, true);
+  } catch (const ojson::parse_error& e) {
+    // The offset (from 0) of the byte the parser stopped at, the size for a
+    // cut file; in the text with NaN and Infinity quoted when it had them
+    // (two bytes further per token before it).
+    return DataLoss(
+        fmt::format("{}: offset {}: not valid JSON (truncated or corrupt dump.json): {}", path,
+                    e.byte ? e.byte - 1 : 0, e.what()));
+  } catch (const ojson::exception& e) {
+    return DataLoss(fmt::format("{}: not valid JSON (corrupt dump.json): {}", path, e.what()));
+  }
   if (j.is_discarded()) return DataLoss(path + ": not valid JSON (truncated or corrupt dump.json)");
   if (!j.is_object() || !j.contains("data") || !j["data"].is_object())
     return InvalidArgument(path + ": no \"data\" object: is this an msprobe dump.json?");
