@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -157,6 +158,22 @@ struct Flattener {
   }
 };
 
+// "model-00001-of-00004" -> "model": the shards of one checkpoint (Hugging
+// Face's naming) share a prefix, so that tensors match whatever the number of
+// shards on each side. Anything else is kept.
+std::string WithoutShardSuffix(const std::string& stem) {
+  auto digits_back = [&](size_t end) {  // start of the digit run ending at end
+    size_t b = end;
+    while (b > 0 && std::isdigit(static_cast<unsigned char>(stem[b - 1]))) --b;
+    return b;
+  };
+  const size_t total = digits_back(stem.size());
+  if (total == stem.size() || total < 4 || stem.compare(total - 4, 4, "-of-") != 0) return stem;
+  const size_t index = digits_back(total - 4);
+  if (index == total - 4 || index < 2 || stem[index - 1] != '-') return stem;
+  return stem.substr(0, index - 1);
+}
+
 Status AddTensorFile(const fs::path& file, const std::string& prefix, const LoadOptions& options,
                      Dump& dump) {
   std::string ext = file.extension().string();
@@ -173,8 +190,9 @@ Status AddTensorFile(const fs::path& file, const std::string& prefix, const Load
     } else {
       ANXIN_ASSIGN_OR_RETURN(ts, ReadSafetensorsFile(p));
     }
+    const std::string base = WithoutShardSuffix(prefix);
     for (Tensor& t : ts) {
-      if (!prefix.empty()) t.name = prefix + "/" + t.name;
+      if (!base.empty()) t.name = base + "/" + t.name;
       t.op = t.name;
       dump.tensors.push_back(std::move(t));
     }

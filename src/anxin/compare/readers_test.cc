@@ -1,5 +1,6 @@
 // Every reader on files written by NumPy (tests/fixtures/compare/reader_cases.py),
 // and truncated or corrupt files giving errors that name the file and offset.
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -10,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "anxin/base/testing.h"
+#include "anxin/compare/compare.h"
 #include "anxin/compare/dump.h"
 #include "anxin/compare/npy.h"
 #include "anxin/compare/npz.h"
@@ -225,6 +227,48 @@ TEST_F(Readers, PlainDirectoryListsTensorsInPathOrder) {
   EXPECT_EQ(dump->tensors[2].name, "layer1/out");
   EXPECT_EQ(dump->tensors[3].name, "m/w.f32");
   EXPECT_THAT(LoadDump(d / "missing", {}), HasCode(ErrorCode::kNotFound));
+}
+
+// A checkpoint cut into shards (model-00001-of-00002.safetensors, ...) is
+// named without the shard part, so two checkpoints match tensor by tensor
+// whatever their number of shards.
+TEST_F(Readers, ShardedCheckpointsMatchWhateverTheShardCount) {
+  auto write = [](const std::string& path, const std::vector<std::string>& names) {
+    std::string header = "{";
+    for (size_t i = 0; i < names.size(); ++i)
+      header += (i ? ", " : "") + fmt::format(R"("{}": {{"dtype": "F32", "shape": [2], )"
+                                              R"("data_offsets": [{}, {}]}})",
+                                              names[i], 8 * i, 8 * i + 8);
+    header += "}";
+    std::string bytes(8, '\0');
+    for (int k = 0; k < 8; ++k) bytes[k] = static_cast<char>(header.size() >> (8 * k));
+    bytes += header;
+    for (size_t i = 0; i < names.size(); ++i) {
+      // The values follow the name, not the position in the file.
+      const float v[2] = {static_cast<float>(std::hash<std::string>{}(names[i]) % 1000), 2.0f};
+      bytes.append(reinterpret_cast<const char*>(v), sizeof(v));
+    }
+    WriteBytes(path, bytes);
+  };
+  testing::ScratchDir a, b;
+  write(a / "model-00001-of-00002.safetensors", {"layers.0.w"});
+  write(a / "model-00002-of-00002.safetensors", {"layers.1.w"});
+  write(b / "model-00001-of-00001.safetensors", {"layers.0.w", "layers.1.w"});
+  write(b / "extra-1-of.safetensors", {"x"});  // not a shard name: kept whole
+  auto da = LoadDump(a.path(), {}), db = LoadDump(b.path(), {});
+  ASSERT_THAT(da, IsOk());
+  ASSERT_THAT(db, IsOk());
+  ASSERT_EQ(da->tensors.size(), 2u);
+  EXPECT_EQ(da->tensors[0].name, "model/layers.0.w");
+  EXPECT_EQ(da->tensors[1].name, "model/layers.1.w");
+  ASSERT_EQ(db->tensors.size(), 3u);
+  EXPECT_EQ(db->tensors[0].name, "extra-1-of/x");
+  EXPECT_EQ(db->tensors[1].name, "model/layers.0.w");
+  CompareReport r = CompareDumps(*da, *db, {});
+  EXPECT_EQ(r.pairs.size(), 2u);
+  EXPECT_EQ(r.pass, 2u);
+  EXPECT_TRUE(r.unmatched_out.empty());
+  EXPECT_THAT(r.unmatched_ref, ::testing::ElementsAre("extra-1-of/x"));
 }
 
 }  // namespace
