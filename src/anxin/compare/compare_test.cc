@@ -89,6 +89,15 @@ statistics: {fail_rel_diff: 0.9}
   Thresholds bf = rules->For("Functional.softmax.0.forward.output.0", DType::kBFloat16);
   EXPECT_EQ(bf.pass_cosine, 0.999);
   EXPECT_EQ(bf.pass_max_abs_err, 0.01);
+  // In a dump tree the name starts with the rank directory; an anchored
+  // pattern still matches the part after it.
+  auto anchored = ThresholdRules::ParseYaml(
+      "ops:\n  - {match: \"Functional.softmax.*\", "
+      "pass_cosine: 0.9999}\n",
+      "t.yaml");
+  ASSERT_THAT(anchored, IsOk());
+  EXPECT_EQ(anchored->For("rank3/Functional.softmax.0.forward.output.0", {}).pass_cosine, 0.9999);
+  EXPECT_EQ(anchored->For("rank3/Functional.relu.0.forward.output.0", {}).pass_cosine, 0.99);
 }
 
 TEST(Thresholds, BadFilesSayWhereAndWhat) {
@@ -261,6 +270,32 @@ TEST(Construct, ParentsAndTheModulesAroundAnOp) {
   EXPECT_THAT(ParseMsprobeConstruct("[]", "c.json"), HasCode(ErrorCode::kDataLoss));
 }
 
+// A step directory holding rank dumps below it: each rank's tensors carry
+// its directory, and two steps match rank by rank.
+TEST_F(MsprobeStatistics, StepDirectoriesLoadEveryRank) {
+  const std::string root = std::string(ANXIN_SHARED_DIR) + "/fixtures/msprobe/gpu_dump";
+  auto s1 = LoadDump(root + "/step1", {});
+  auto s0 = LoadDump(root + "/step0", {});
+  auto r0 = LoadDump(root + "/step0/proc2016", {});
+  ASSERT_THAT(s1, IsOk());
+  ASSERT_THAT(s0, IsOk());
+  ASSERT_THAT(r0, IsOk());
+  EXPECT_EQ(s0->kind, "msprobe");
+  EXPECT_EQ(s0->task, "statistics");
+  ASSERT_EQ(s0->tensors.size(), r0->tensors.size());
+  EXPECT_EQ(s0->tensors[0].name, "proc2016/" + r0->tensors[0].name);
+  EXPECT_EQ(s0->tensors[0].op, "proc2016/" + r0->tensors[0].op);
+  CompareOptions fuzzy;
+  fuzzy.match.fuzzy = true;
+  CompareReport r = CompareDumps(*s1, *s0, fuzzy);
+  EXPECT_TRUE(r.unmatched_out.empty());
+  EXPECT_EQ(r.pairs.size(), s1->tensors.size());
+  ASSERT_TRUE(r.first_divergence.has_value());
+  EXPECT_EQ(r.pairs[*r.first_divergence].name, "proc2016/Functional.conv2d.0.forward.input.1");
+  EXPECT_THAT(r.first_divergence_modules, ElementsAre("proc2016/Module.conv1.Conv2d.forward.0"));
+  EXPECT_FALSE(r.first_divergence_stack.empty());
+}
+
 TEST_F(MsprobeStatistics, StepZeroAgainstStepOne) {
   auto s0 = LoadDump(Step(0), {});
   auto s1 = LoadDump(Step(1), {});
@@ -355,6 +390,38 @@ TEST_F(MsprobeTensors, FindsTheFirstDivergingOpWithItsStack) {
   CompareReport plain = CompareDumps(*npu, *gpu, {});
   EXPECT_THAT(plain.unmatched_out, Contains(HasSubstr("Module.head.Linear")));
   EXPECT_THAT(plain.unmatched_ref, Contains(HasSubstr("Module.fc2.Linear")));
+}
+
+// Two ranks per side: pairs per rank, the first divergence in rank order with
+// its own stack and modules, renames still applied.
+TEST_F(MsprobeTensors, DumpTreesCompareRankByRank) {
+  namespace fs = std::filesystem;
+  testing::ScratchDir t;
+  for (const char* side : {"npu", "gpu"})
+    for (const char* rank : {"rank0", "rank1"}) {
+      const fs::path step = fs::path(t.path()) / side / "step0";
+      fs::create_directories(step);
+      fs::copy(*dir_ / side, step / rank, fs::copy_options::recursive);
+    }
+  auto npu = LoadDump(t / "npu", {});
+  auto gpu = LoadDump(t / "gpu", {});
+  ASSERT_THAT(npu, IsOk());
+  ASSERT_THAT(gpu, IsOk());
+  auto one = LoadDump(*dir_ / "npu", {});
+  ASSERT_THAT(one, IsOk());
+  EXPECT_EQ(npu->tensors.size(), 2 * one->tensors.size());
+  CompareOptions opts;
+  opts.match.renames = *LoadRenames(*dir_ / "map.yaml");
+  CompareReport r = CompareDumps(*npu, *gpu, opts);
+  EXPECT_TRUE(r.unmatched_out.empty());
+  EXPECT_TRUE(r.unmatched_ref.empty());
+  EXPECT_EQ(r.fail, 8u);  // four per rank
+  ASSERT_TRUE(r.first_divergence.has_value());
+  EXPECT_EQ(r.pairs[*r.first_divergence].name, "step0/rank0/Functional.softmax.0.forward.output.0");
+  EXPECT_THAT(r.first_divergence_modules, ElementsAre("step0/rank0/Module.act.Softmax.forward.0",
+                                                      "step0/rank0/Module.net.Net.forward.0"));
+  EXPECT_THAT(r.first_divergence_stack, Contains(HasSubstr("model.py, line 13")));
+  EXPECT_EQ(r.pairs.back().name.rfind("step0/rank1/", 0), 0u) << r.pairs.back().name;
 }
 
 TEST_F(MsprobeTensors, ProgressCountsEveryByteAndTensorOnce) {

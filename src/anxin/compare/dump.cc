@@ -314,6 +314,32 @@ Result<Dump> ParseMsprobeDump(std::string_view text, const std::string& path,
   return dump;
 }
 
+// A directory holding msprobe dumps below it (a step directory: rank0/,
+// rank1/, ...): each is loaded and its names are prefixed with its path from
+// dir ("rank1/Functional.conv2d.0.forward.input.0"), so that two steps or two
+// runs match rank by rank. The dumps follow each other in path order.
+static Result<Dump> LoadDumpTree(const fs::path& dir, std::vector<fs::path> dumps,
+                                 const LoadOptions& options) {
+  std::sort(dumps.begin(), dumps.end());
+  Dump d;
+  d.path = dir.string();
+  d.kind = "msprobe";
+  for (const auto& sub : dumps) {
+    ANXIN_ASSIGN_OR_RETURN(Dump one, LoadDump(sub.string(), options));
+    const std::string prefix = fs::relative(sub, dir).string() + "/";
+    if (d.task.empty()) d.task = one.task;
+    for (Tensor& t : one.tensors) {
+      t.name = prefix + t.name;
+      t.op = prefix + t.op;
+      d.tensors.push_back(std::move(t));
+    }
+    for (auto& [op, stack] : one.stacks) d.stacks[prefix + op] = std::move(stack);
+    for (auto& [op, parent] : one.parents)
+      d.parents[prefix + op] = parent.empty() ? std::string() : prefix + parent;
+  }
+  return d;
+}
+
 Result<Dump> LoadDump(const std::string& path, const LoadOptions& options) {
   std::error_code ec;
   fs::file_status st = fs::status(path, ec);
@@ -347,12 +373,18 @@ Result<Dump> LoadDump(const std::string& path, const LoadOptions& options) {
     Dump d;
     d.path = path;
     d.kind = "directory";
-    std::vector<fs::path> files;
+    std::vector<fs::path> files, dumps;
     for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::end(it);
          it.increment(ec)) {
-      if (it->is_regular_file()) files.push_back(it->path());
+      if (it->is_directory(ec) && fs::exists(it->path() / "dump.json", ec)) {
+        dumps.push_back(it->path());  // an msprobe dump: its files are its own
+        it.disable_recursion_pending();
+      } else if (it->is_regular_file(ec)) {
+        files.push_back(it->path());
+      }
     }
     if (ec) return std::unexpected(ErrnoError(ec.value(), "list " + path));
+    if (!dumps.empty()) return LoadDumpTree(dir, std::move(dumps), options);
     std::sort(files.begin(), files.end());
     for (const auto& f : files) {
       std::string rel = fs::relative(f, dir).string();

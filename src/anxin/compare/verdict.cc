@@ -122,8 +122,14 @@ Thresholds ThresholdRules::For(const std::string& name, std::optional<DType> dty
   if (dtype)
     for (const auto& [d, o] : dtypes_)
       if (d == *dtype) o.ApplyTo(t);
+  // A pattern matches the whole name or what follows its last '/' (the rank
+  // directory of a dump tree, the path of a tensor file).
+  const size_t slash = name.rfind('/');
+  const std::string base = slash == std::string::npos ? std::string() : name.substr(slash + 1);
   for (const auto& [glob, o] : ops_)
-    if (::fnmatch(glob.c_str(), name.c_str(), 0) == 0) o.ApplyTo(t);
+    if (::fnmatch(glob.c_str(), name.c_str(), 0) == 0 ||
+        (!base.empty() && ::fnmatch(glob.c_str(), base.c_str(), 0) == 0))
+      o.ApplyTo(t);
   return t;
 }
 

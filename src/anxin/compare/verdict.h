@@ -60,6 +60,8 @@ class ThresholdRules {
   // Reads the `compare:` section of a config file; no section -> defaults.
   static Result<ThresholdRules> LoadConfigSection(const std::string& path);
 
+  // Defaults, then the dtype's rule, then every matching op rule in order. A
+  // pattern matches the whole name or the part after its last '/'.
   Thresholds For(const std::string& name, std::optional<DType> dtype) const;
 
  private:
