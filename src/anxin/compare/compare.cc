@@ -234,6 +234,8 @@ CompareReport CompareDumps(const Dump& out, const Dump& ref, const CompareOption
   for (size_t j : match.unmatched_ref) report.unmatched_ref.push_back(ref.tensors[j].name);
 
   std::vector<Job> jobs;
+  // Per pair: tensor files dump.json names that were not found.
+  std::vector<std::string> missing;
   std::vector<size_t> job_pair;  // pair index per job
   std::vector<int> job_side;     // 2: both sides; 0: out only; 1: ref only (stats)
   for (auto [i, j] : match.pairs) {
@@ -273,6 +275,12 @@ CompareReport CompareDumps(const Dump& out, const Dump& ref, const CompareOption
     } else {
       p.mode = PairMode::kNoData;
     }
+    std::string gone;
+    for (const Tensor* t : {&o, &r})
+      if (!t->missing_file.empty())
+        gone += (gone.empty() ? "" : "; ") + std::string(t == &o ? "output" : "reference") +
+                " tensor file missing: " + t->missing_file;
+    missing.push_back(std::move(gone));
     report.pairs.push_back(std::move(p));
   }
 
@@ -292,7 +300,8 @@ CompareReport CompareDumps(const Dump& out, const Dump& ref, const CompareOption
     }
   }
 
-  for (PairResult& p : report.pairs) {
+  for (size_t i = 0; i < report.pairs.size(); ++i) {
+    PairResult& p = report.pairs[i];
     Thresholds t = options.thresholds.For(p.name, ParseDTypeName(p.out_dtype));
     VerdictResult v;
     switch (p.mode) {
@@ -313,6 +322,13 @@ CompareReport CompareDumps(const Dump& out, const Dump& ref, const CompareOption
         v.verdict = Verdict::kFail;
         v.reasons.push_back("no data or statistics on one side");
         break;
+    }
+    if (!missing[i].empty()) {
+      // Never a pass on statistics alone when the data was meant to be there.
+      if (v.verdict == Verdict::kPass) v.verdict = Verdict::kWarn;
+      v.reasons.push_back(missing[i] + (p.mode == PairMode::kStatistics
+                                            ? " (compared on the dump.json statistics)"
+                                            : ""));
     }
     p.verdict = v.verdict;
     p.reasons = std::move(v.reasons);

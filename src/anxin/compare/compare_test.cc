@@ -424,6 +424,34 @@ TEST_F(MsprobeTensors, DumpTreesCompareRankByRank) {
   EXPECT_EQ(r.pairs.back().name.rfind("step0/rank1/", 0), 0u) << r.pairs.back().name;
 }
 
+// A dump copied in part: a tensor file dump.json names is missing. Its pair is
+// compared on dump.json's statistics, never passes, and says why; a file that
+// is there but broken still stops the comparison.
+TEST_F(MsprobeTensors, AMissingTensorFileFallsBackToItsStatistics) {
+  namespace fs = std::filesystem;
+  testing::ScratchDir t;
+  const fs::path npu = fs::path(t.path()) / "npu";
+  fs::copy(*dir_ / "npu", npu, fs::copy_options::recursive);
+  const std::string gone =
+      (npu / "dump_tensor_data/Functional.relu.0.forward.output.0.npy").string();
+  fs::remove(gone);
+  auto out = LoadDump(npu.string(), {});
+  auto ref = LoadDump(*dir_ / "gpu", {});
+  ASSERT_THAT(out, IsOk());
+  ASSERT_THAT(ref, IsOk());
+  CompareReport r = CompareDumps(*out, *ref, {});
+  const PairResult* p = nullptr;
+  for (const auto& q : r.pairs)
+    if (q.name == "Functional.relu.0.forward.output.0") p = &q;
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(p->mode, PairMode::kStatistics);
+  EXPECT_EQ(p->verdict, Verdict::kWarn);  // the statistics agree, the data is missing
+  EXPECT_THAT(p->reasons, Contains(AllOf(HasSubstr("output tensor file missing: " + gone),
+                                         HasSubstr("compared on the dump.json statistics"))));
+  std::ofstream(gone, std::ios::binary) << "\x93NUMPY";
+  EXPECT_THAT(LoadDump(npu.string(), {}), HasCode(ErrorCode::kDataLoss, HasSubstr(gone)));
+}
+
 TEST_F(MsprobeTensors, ProgressCountsEveryByteAndTensorOnce) {
   auto npu = LoadDump(*dir_ / "npu", {});
   auto gpu = LoadDump(*dir_ / "gpu", {});

@@ -84,6 +84,9 @@ struct Tensor {
   std::span<const uint8_t> mapping;
   std::shared_ptr<const void> keep_alive;
   std::optional<TensorStats> stats;  // from the dump, when there is no data
+  // msprobe: the tensor file dump.json names, when it is not there (the
+  // tensor then has only the statistics dump.json holds, if any).
+  std::string missing_file;
 
   bool HasData() const { return data != nullptr || (dtype && NumElements() == 0 && !stats); }
   uint64_t NumElements() const;
