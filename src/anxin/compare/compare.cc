@@ -77,7 +77,6 @@ class ProgressMeter {
   std::atomic<size_t> tensors_{0};
   std::atomic<int64_t> next_{0};  // ns since start_ when the next call is due
   std::mutex mu_;
-  bool called_ = false;    // guarded by mu_
   CompareProgress state_;  // guarded by mu_
 };
 

@@ -392,13 +392,13 @@ TEST_F(MsprobeTensors, FindsTheFirstDivergingOpWithItsStack) {
   EXPECT_THAT(plain.unmatched_ref, Contains(HasSubstr("Module.fc2.Linear")));
 }
 
-// Two ranks per side: pairs per rank, the first divergence in rank order with
-// its own stack and modules, renames still applied.
+// Four ranks per side: pairs per rank, ranks in number order, the first
+// divergence in rank order with its own stack and modules, renames applied.
 TEST_F(MsprobeTensors, DumpTreesCompareRankByRank) {
   namespace fs = std::filesystem;
   testing::ScratchDir t;
   for (const char* side : {"npu", "gpu"})
-    for (const char* rank : {"rank0", "rank1"}) {
+    for (const char* rank : {"rank0", "rank1", "rank10", "rank2"}) {
       const fs::path step = fs::path(t.path()) / side / "step0";
       fs::create_directories(step);
       fs::copy(*dir_ / side, step / rank, fs::copy_options::recursive);
@@ -409,19 +409,22 @@ TEST_F(MsprobeTensors, DumpTreesCompareRankByRank) {
   ASSERT_THAT(gpu, IsOk());
   auto one = LoadDump(*dir_ / "npu", {});
   ASSERT_THAT(one, IsOk());
-  EXPECT_EQ(npu->tensors.size(), 2 * one->tensors.size());
+  EXPECT_EQ(npu->tensors.size(), 4 * one->tensors.size());
+  // Ranks in number order: 0, 1, 2, 10.
+  EXPECT_EQ(npu->tensors[2 * one->tensors.size()].name.rfind("step0/rank2/", 0), 0u);
+  EXPECT_EQ(npu->tensors.back().name.rfind("step0/rank10/", 0), 0u);
   CompareOptions opts;
   opts.match.renames = *LoadRenames(*dir_ / "map.yaml");
   CompareReport r = CompareDumps(*npu, *gpu, opts);
   EXPECT_TRUE(r.unmatched_out.empty());
   EXPECT_TRUE(r.unmatched_ref.empty());
-  EXPECT_EQ(r.fail, 8u);  // four per rank
+  EXPECT_EQ(r.fail, 16u);  // four per rank
   ASSERT_TRUE(r.first_divergence.has_value());
   EXPECT_EQ(r.pairs[*r.first_divergence].name, "step0/rank0/Functional.softmax.0.forward.output.0");
   EXPECT_THAT(r.first_divergence_modules, ElementsAre("step0/rank0/Module.act.Softmax.forward.0",
                                                       "step0/rank0/Module.net.Net.forward.0"));
   EXPECT_THAT(r.first_divergence_stack, Contains(HasSubstr("model.py, line 13")));
-  EXPECT_EQ(r.pairs.back().name.rfind("step0/rank1/", 0), 0u) << r.pairs.back().name;
+  EXPECT_EQ(r.pairs.back().name.rfind("step0/rank10/", 0), 0u) << r.pairs.back().name;
 }
 
 // A dump copied in part: a tensor file dump.json names is missing. Its pair is

@@ -323,13 +323,40 @@ Result<Dump> ParseMsprobeDump(std::string_view text, const std::string& path,
   return dump;
 }
 
+// Path order with runs of digits compared as numbers: rank2 before rank10.
+static bool NaturalLess(const std::string& a, const std::string& b) {
+  size_t i = 0, j = 0;
+  while (i < a.size() && j < b.size()) {
+    if (std::isdigit(static_cast<unsigned char>(a[i])) &&
+        std::isdigit(static_cast<unsigned char>(b[j]))) {
+      size_t ie = i, je = j;
+      while (ie < a.size() && std::isdigit(static_cast<unsigned char>(a[ie]))) ++ie;
+      while (je < b.size() && std::isdigit(static_cast<unsigned char>(b[je]))) ++je;
+      // Without leading zeros, a longer run is a larger number.
+      std::string_view x(a.data() + i, ie - i), y(b.data() + j, je - j);
+      while (x.size() > 1 && x[0] == '0') x.remove_prefix(1);
+      while (y.size() > 1 && y[0] == '0') y.remove_prefix(1);
+      if (x.size() != y.size()) return x.size() < y.size();
+      if (x != y) return x < y;
+      i = ie, j = je;
+    } else {
+      if (a[i] != b[j]) return a[i] < b[j];
+      ++i, ++j;
+    }
+  }
+  return a.size() - i < b.size() - j;
+}
+
 // A directory holding msprobe dumps below it (a step directory: rank0/,
 // rank1/, ...): each is loaded and its names are prefixed with its path from
 // dir ("rank1/Functional.conv2d.0.forward.input.0"), so that two steps or two
-// runs match rank by rank. The dumps follow each other in path order.
+// runs match rank by rank. The dumps follow each other in path order, numbers
+// by value (rank2 before rank10).
 static Result<Dump> LoadDumpTree(const fs::path& dir, std::vector<fs::path> dumps,
                                  const LoadOptions& options) {
-  std::sort(dumps.begin(), dumps.end());
+  std::sort(dumps.begin(), dumps.end(), [](const fs::path& a, const fs::path& b) {
+    return NaturalLess(a.string(), b.string());
+  });
   Dump d;
   d.path = dir.string();
   d.kind = "msprobe";
