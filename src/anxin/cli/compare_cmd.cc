@@ -91,7 +91,8 @@ std::pair<Result<cmp::Dump>, Result<cmp::Dump>> LoadBoth(const std::string& out,
 
 int Finish(const cmp::CompareReport& report, const Opts& o, const GlobalOptions& g) {
   if (!o.csv.empty()) {
-    if (auto s = cmp::WriteFile(o.csv, cmp::RenderCsv(report)); !s) return ReportError(s.error());
+    if (auto s = cmp::WriteFileWith(o.csv, [&](std::FILE* f) { cmp::WriteCsv(report, f); }); !s)
+      return ReportError(s.error());
   }
   if (!o.html.empty()) {
     if (auto s = cmp::WriteFile(o.html, cmp::RenderHtml(report, o.html_rows)); !s)

@@ -18,6 +18,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -55,6 +56,34 @@ enum class PairMode {
 };
 std::string_view PairModeName(PairMode m);
 
+// A value kept on the heap when there is one, used like std::optional<T>
+// (bool, *, ->, reset): an empty one costs a pointer, not sizeof(T). For
+// large members that many rows lack (the metrics of statistics pairs).
+template <typename T>
+class Boxed {
+ public:
+  Boxed() = default;
+  Boxed(std::nullopt_t) {}                               // implicit, as std::optional's
+  Boxed(T v) : p_(std::make_unique<T>(std::move(v))) {}  // implicit too
+  Boxed(const Boxed& o) : p_(o.p_ ? std::make_unique<T>(*o.p_) : nullptr) {}
+  Boxed(Boxed&&) noexcept = default;
+  Boxed& operator=(const Boxed& o) {
+    if (this != &o) p_ = o.p_ ? std::make_unique<T>(*o.p_) : nullptr;
+    return *this;
+  }
+  Boxed& operator=(Boxed&&) noexcept = default;
+  bool has_value() const { return p_ != nullptr; }
+  explicit operator bool() const { return has_value(); }
+  T& operator*() { return *p_; }
+  const T& operator*() const { return *p_; }
+  T* operator->() { return p_.get(); }
+  const T* operator->() const { return p_.get(); }
+  void reset() { p_.reset(); }
+
+ private:
+  std::unique_ptr<T> p_;
+};
+
 struct PairResult {
   std::string name;      // output-side name
   std::string ref_name;  // differs under fuzzy matching or renames
@@ -62,7 +91,7 @@ struct PairResult {
   std::string out_dtype, ref_dtype;
   std::vector<int64_t> out_shape, ref_shape;
   PairMode mode = PairMode::kTensor;
-  std::optional<Metrics> metrics;  // kTensor
+  Boxed<Metrics> metrics;  // kTensor
   std::optional<TensorStats> out_stats, ref_stats;
   std::optional<StatDiffs> stat_diffs;
   Verdict verdict = Verdict::kPass;

@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cmath>
 #include <fstream>
+#include <functional>
 
 namespace anxin::compare {
 namespace {
@@ -399,7 +400,8 @@ void PrintTable(const CompareReport& r, std::FILE* f, size_t limit) {
                r.threads == 1 ? "" : "s");
 }
 
-std::string RenderCsv(const CompareReport& r) {
+void WriteCsv(const CompareReport& r, std::FILE* f) {
+  // One row at a time: the text never is whole in memory.
   std::string s =
       "order,name,ref_name,dtype,ref_dtype,shape,ref_shape,mode,verdict,cosine,max_abs_err,"
       "max_rel_err,mean_abs_err,mean_rel_err,rmse,euclidean_distance,one_thousandth_ratio,"
@@ -447,7 +449,20 @@ std::string RenderCsv(const CompareReport& r) {
     c.push_back(Csv(why));
     for (size_t k = 0; k < c.size(); ++k) s += (k ? "," : "") + c[k];
     s += "\n";
+    std::fwrite(s.data(), 1, s.size(), f);
+    s.clear();
   }
+  std::fwrite(s.data(), 1, s.size(), f);
+}
+
+std::string RenderCsv(const CompareReport& r) {
+  char* buf = nullptr;
+  size_t len = 0;
+  std::FILE* f = open_memstream(&buf, &len);
+  WriteCsv(r, f);
+  std::fclose(f);
+  std::string s(buf, len);
+  std::free(buf);
   return s;
 }
 
@@ -650,6 +665,17 @@ svg text{font:11px system-ui,sans-serif;fill:#5b6475}
 </script></body></html>
 )";
   return h;
+}
+
+Status WriteFileWith(const std::string& path, const std::function<void(std::FILE*)>& write) {
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  if (!f) return std::unexpected(ErrnoError(errno, "open " + path + " for writing"));
+  write(f);
+  const bool failed = std::ferror(f) != 0;
+  const int e = errno;
+  if (std::fclose(f) != 0 || failed)
+    return std::unexpected(ErrnoError(failed ? e : errno, "write " + path));
+  return Ok();
 }
 
 Status WriteFile(const std::string& path, const std::string& text) {

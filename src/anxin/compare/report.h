@@ -9,6 +9,7 @@
 #define ANXIN_COMPARE_REPORT_H_
 
 #include <cstdio>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -22,6 +23,8 @@ namespace anxin::compare {
 void PrintTable(const CompareReport& report, std::FILE* out, size_t limit);
 
 // One row per pair in execution order; non-finite numbers as nan/inf.
+// WriteCsv writes row by row; RenderCsv returns the same text.
+void WriteCsv(const CompareReport& report, std::FILE* out);
 std::string RenderCsv(const CompareReport& report);
 
 // Non-finite numbers become the strings "nan", "inf", "-inf".
@@ -39,6 +42,9 @@ std::string RenderHtml(const CompareReport& report, size_t max_rows = kHtmlRows)
 
 // Writes text to path (replacing it).
 Status WriteFile(const std::string& path, const std::string& text);
+// Opens path for writing (replacing it), lets write fill it, and reports any
+// failure to open, write or close it.
+Status WriteFileWith(const std::string& path, const std::function<void(std::FILE*)>& write);
 
 }  // namespace anxin::compare
 
