@@ -11,6 +11,7 @@
 #include <thread>
 #include <utility>
 
+#include "anxin/base/file.h"
 #include "anxin/cli/command.h"
 #include "anxin/compare/compare.h"
 #include "anxin/compare/report.h"
@@ -91,11 +92,15 @@ std::pair<Result<cmp::Dump>, Result<cmp::Dump>> LoadBoth(const std::string& out,
 
 int Finish(const cmp::CompareReport& report, const Opts& o, const GlobalOptions& g) {
   if (!o.csv.empty()) {
-    if (auto s = cmp::WriteFileWith(o.csv, [&](std::FILE* f) { cmp::WriteCsv(report, f); }); !s)
-      return ReportError(s.error());
+    // Written as it is made (it can be 100 MB), replacing the file at the end.
+    auto w = AtomicFileWriter::Open(o.csv);
+    if (!w) return ReportError(w.error());
+    Status s = cmp::WriteCsv(report, [&](std::string_view piece) { return w->Write(piece); });
+    if (s) s = w->Commit();
+    if (!s) return ReportError(s.error());
   }
   if (!o.html.empty()) {
-    if (auto s = cmp::WriteFile(o.html, cmp::RenderHtml(report, o.html_rows)); !s)
+    if (auto s = WriteFileAtomic(o.html, cmp::RenderHtml(report, o.html_rows)); !s)
       return ReportError(s.error());
   }
   if (g.json) {
@@ -125,12 +130,6 @@ int RunDumps(const Opts& o, const GlobalOptions& g) {
   auto [out, ref] = LoadBoth(o.out, o.ref, *load);
   if (!out) return ReportError(out.error().With("reading the output dump"));
   if (!ref) return ReportError(ref.error().With("reading the reference dump"));
-  // Two .npy files are one tensor each: they are the pair, whatever their
-  // names (out.npy against golden.npy), named after the output. Archives and
-  // directories match by name.
-  if (out->kind == "npy" && ref->kind == "npy" && out->tensors.size() == 1 &&
-      ref->tensors.size() == 1)
-    ref->tensors[0].name = out->tensors[0].name;
   return Finish(cmp::CompareDumps(*out, *ref, options), o, g);
 }
 

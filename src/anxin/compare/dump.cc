@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "anxin/base/file.h"
 #include "anxin/compare/npz.h"
 #include "anxin/compare/safetensors.h"
 
@@ -17,12 +18,6 @@ namespace fs = std::filesystem;
 namespace {
 
 using ojson = nlohmann::ordered_json;
-
-Result<std::string> ReadText(const std::string& path) {
-  ANXIN_ASSIGN_OR_RETURN(auto file, MappedFile::Open(path));
-  auto b = file->bytes();
-  return std::string(reinterpret_cast<const char*>(b.data()), b.size());
-}
 
 std::unexpected<Error> PtRejected(const std::string& path) {
   return InvalidArgument(
@@ -396,12 +391,12 @@ Result<Dump> LoadDump(const std::string& path, const LoadOptions& options) {
       d.path = path;
       if (fs::exists(dir / "stack.json")) {
         std::string sj = (dir / "stack.json").string();
-        ANXIN_ASSIGN_OR_RETURN(std::string stext, ReadText(sj));
+        ANXIN_ASSIGN_OR_RETURN(std::string stext, ReadFile(sj));
         ANXIN_ASSIGN_OR_RETURN(d.stacks, ParseMsprobeStacks(stext, sj));
       }
       if (fs::exists(dir / "construct.json")) {
         std::string cj = (dir / "construct.json").string();
-        ANXIN_ASSIGN_OR_RETURN(std::string ctext, ReadText(cj));
+        ANXIN_ASSIGN_OR_RETURN(std::string ctext, ReadFile(cj));
         ANXIN_ASSIGN_OR_RETURN(d.parents, ParseMsprobeConstruct(ctext, cj));
       }
       return d;

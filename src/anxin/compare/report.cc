@@ -2,9 +2,7 @@
 
 #include <fmt/format.h>
 
-#include <cerrno>
 #include <cmath>
-#include <fstream>
 #include <functional>
 
 namespace anxin::compare {
@@ -65,8 +63,6 @@ double ChartValue(const PairResult& p) {
   if (p.stat_diffs) return p.stat_diffs->Worst();
   return HUGE_VAL;
 }
-
-int Rank(Verdict v) { return v == Verdict::kFail ? 2 : v == Verdict::kWarn ? 1 : 0; }
 
 // A pair (or a pair's metrics) as JSON text, indented by depth levels, the
 // way nlohmann::json::dump(2) writes it: keys in the order it keeps them
@@ -400,8 +396,9 @@ void PrintTable(const CompareReport& r, std::FILE* f, size_t limit) {
                r.threads == 1 ? "" : "s");
 }
 
-void WriteCsv(const CompareReport& r, std::FILE* f) {
-  // One row at a time: the text never is whole in memory.
+Status WriteCsv(const CompareReport& r, const std::function<Status(std::string_view)>& write) {
+  // Handed on in pieces of about 1 MiB: the text is never whole in memory.
+  constexpr size_t kPiece = size_t{1} << 20;
   std::string s =
       "order,name,ref_name,dtype,ref_dtype,shape,ref_shape,mode,verdict,cosine,max_abs_err,"
       "max_rel_err,mean_abs_err,mean_rel_err,rmse,euclidean_distance,one_thousandth_ratio,"
@@ -449,21 +446,21 @@ void WriteCsv(const CompareReport& r, std::FILE* f) {
     c.push_back(Csv(why));
     for (size_t k = 0; k < c.size(); ++k) s += (k ? "," : "") + c[k];
     s += "\n";
-    std::fwrite(s.data(), 1, s.size(), f);
-    s.clear();
+    if (s.size() >= kPiece) {
+      ANXIN_TRY(write(s));
+      s.clear();
+    }
   }
-  std::fwrite(s.data(), 1, s.size(), f);
+  return s.empty() ? Ok() : write(s);
 }
 
 std::string RenderCsv(const CompareReport& r) {
-  char* buf = nullptr;
-  size_t len = 0;
-  std::FILE* f = open_memstream(&buf, &len);
-  WriteCsv(r, f);
-  std::fclose(f);
-  std::string s(buf, len);
-  std::free(buf);
-  return s;
+  std::string text;
+  (void)WriteCsv(r, [&](std::string_view piece) {
+    text += piece;
+    return Ok();
+  });
+  return text;
 }
 
 std::string RenderHtml(const CompareReport& r, size_t max_rows) {
@@ -541,7 +538,7 @@ svg text{font:11px system-ui,sans-serif;fill:#5b6475}
       fails += v == Verdict::kFail;
       warns += v == Verdict::kWarn;
       const double yi = std::isnan(ys[i]) ? hi : ys[i], yt = std::isnan(ys[top]) ? hi : ys[top];
-      const int ri = Rank(v), rt = Rank(r.pairs[top].verdict);
+      const int ri = VerdictRank(v), rt = VerdictRank(r.pairs[top].verdict);
       if (ri > rt || (ri == rt && yi > yt)) top = i;
     }
     const double x = X(e - 1 == b ? b : (b + e - 1) / 2);
@@ -620,7 +617,7 @@ svg text{font:11px system-ui,sans-serif;fill:#5b6475}
     h += fmt::format(
         "<tr><td class=\"num\" data-v=\"{}\">{}</td><td class=\"{}\" data-v=\"{}\">"
         "{}</td><td class=\"name\" title=\"{}\">{}</td><td>{}</td><td>{}</td>",
-        i, i, v, Rank(p.verdict), v, Html(p.name), Html(p.name), Html(Dtypes(p)),
+        i, i, v, VerdictRank(p.verdict), v, Html(p.name), Html(p.name), Html(Dtypes(p)),
         Html(ShapeString(p.out_shape)));
     if (p.metrics) {
       const Metrics& m = *p.metrics;
@@ -665,26 +662,6 @@ svg text{font:11px system-ui,sans-serif;fill:#5b6475}
 </script></body></html>
 )";
   return h;
-}
-
-Status WriteFileWith(const std::string& path, const std::function<void(std::FILE*)>& write) {
-  std::FILE* f = std::fopen(path.c_str(), "wb");
-  if (!f) return std::unexpected(ErrnoError(errno, "open " + path + " for writing"));
-  write(f);
-  const bool failed = std::ferror(f) != 0;
-  const int e = errno;
-  if (std::fclose(f) != 0 || failed)
-    return std::unexpected(ErrnoError(failed ? e : errno, "write " + path));
-  return Ok();
-}
-
-Status WriteFile(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) return std::unexpected(ErrnoError(errno, "open " + path + " for writing"));
-  out << text;
-  out.close();
-  if (!out) return std::unexpected(ErrnoError(errno, "write " + path));
-  return Ok();
 }
 
 }  // namespace anxin::compare

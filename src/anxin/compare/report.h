@@ -3,7 +3,7 @@
 // with a sortable table and a chart of the error along execution order.
 //
 //   PrintTable(report, stdout, /*limit=*/20);
-//   ANXIN_TRY(WriteFile("report.html", RenderHtml(report)));
+//   ANXIN_TRY(WriteFileAtomic("report.html", RenderHtml(report)));  // anxin/base/file.h
 //   std::string json = ToJson(report).dump(2);
 #ifndef ANXIN_COMPARE_REPORT_H_
 #define ANXIN_COMPARE_REPORT_H_
@@ -23,8 +23,9 @@ namespace anxin::compare {
 void PrintTable(const CompareReport& report, std::FILE* out, size_t limit);
 
 // One row per pair in execution order; non-finite numbers as nan/inf.
-// WriteCsv writes row by row; RenderCsv returns the same text.
-void WriteCsv(const CompareReport& report, std::FILE* out);
+// WriteCsv hands the text to write in pieces of about 1 MiB (stopping at the
+// first error write returns); RenderCsv returns it whole.
+Status WriteCsv(const CompareReport& report, const std::function<Status(std::string_view)>& write);
 std::string RenderCsv(const CompareReport& report);
 
 // Non-finite numbers become the strings "nan", "inf", "-inf".
@@ -39,12 +40,6 @@ void WriteJson(const CompareReport& report, std::FILE* out);
 // error beyond that), so the page stays small for any number of pairs.
 constexpr size_t kHtmlRows = 5000;
 std::string RenderHtml(const CompareReport& report, size_t max_rows = kHtmlRows);
-
-// Writes text to path (replacing it).
-Status WriteFile(const std::string& path, const std::string& text);
-// Opens path for writing (replacing it), lets write fill it, and reports any
-// failure to open, write or close it.
-Status WriteFileWith(const std::string& path, const std::function<void(std::FILE*)>& write);
 
 }  // namespace anxin::compare
 

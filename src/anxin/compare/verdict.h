@@ -35,6 +35,8 @@ namespace anxin::compare {
 
 enum class Verdict { kPass, kWarn, kFail };
 std::string_view VerdictName(Verdict v);  // "pass", "warn", "fail"
+// 0 pass, 1 warn, 2 fail: for ordering pairs worst first.
+inline int VerdictRank(Verdict v) { return v == Verdict::kFail ? 2 : v == Verdict::kWarn ? 1 : 0; }
 
 struct Thresholds {
   double pass_cosine = 0.99;        // pass needs cosine > this
