@@ -247,6 +247,25 @@ TEST(MsprobeDumpJson, NonFiniteStatisticsAndBrokenText) {
               HasCode(ErrorCode::kDataLoss, HasSubstr("d.json: offset 20:")));
 }
 
+TEST(MsprobeDumpJson, DeepNestingIsAnErrorNotAStackOverflow) {
+  // Nested argument lists are walked recursively: a corrupt dump.json with a
+  // million levels once overflowed the stack. 64 levels still load.
+  auto nested = [](int levels) {
+    return std::string(R"({"data": {"op": {"output": )") + std::string(levels, '[') +
+           R"({"type": "torch.Tensor", "dtype": "torch.float32", "shape": [1], "Max": 1, )"
+           R"("Min": 1, "Mean": 1, "Norm": 1})" +
+           std::string(levels, ']') + "}}}";
+  };
+  auto ok = ParseMsprobeDump(nested(64), "d.json", "", {});
+  ASSERT_THAT(ok, IsOk());
+  ASSERT_EQ(ok->tensors.size(), 1u);
+  EXPECT_EQ(ok->tensors[0].name.size(), std::string("op.output").size() + 2 * 64);
+  EXPECT_THAT(ParseMsprobeDump(nested(65), "d.json", "", {}),
+              HasCode(ErrorCode::kDataLoss, HasSubstr("nested more than 64 levels")));
+  EXPECT_THAT(ParseMsprobeDump(nested(1'000'000), "d.json", "", {}),
+              HasCode(ErrorCode::kDataLoss, HasSubstr("d.json: op.output.0.0.0")));
+}
+
 TEST(Construct, ParentsAndTheModulesAroundAnOp) {
   auto parents = ParseMsprobeConstruct(
       R"({"Functional.conv2d.0.forward": "Module.conv1.Conv2d.forward.0",

@@ -147,15 +147,24 @@ struct Flattener {
     return Ok();
   }
 
-  Status Walk(const std::string& op, const std::string& name, const ojson& j) {
+  // Arguments nest a few levels (lists of tuples of tensors); a corrupt or
+  // hostile file can nest millions, which would exhaust the stack.
+  static constexpr int kMaxDepth = 64;
+
+  Status Walk(const std::string& op, const std::string& name, const ojson& j, int depth = 0) {
     if (j.is_null()) return Ok();
     if (IsTensorLeaf(j)) return Leaf(op, name, j);
+    if ((j.is_array() || j.is_object()) && depth == kMaxDepth)
+      return DataLoss(
+          fmt::format("{}: {}: arguments nested more than {} levels deep (corrupt "
+                      "dump.json?)",
+                      path, name, kMaxDepth));
     if (j.is_array()) {
       for (size_t i = 0; i < j.size(); ++i)
-        ANXIN_TRY(Walk(op, name + "." + std::to_string(i), j[i]));
+        ANXIN_TRY(Walk(op, name + "." + std::to_string(i), j[i], depth + 1));
     } else if (j.is_object() && !j.contains("type")) {
       for (auto it = j.begin(); it != j.end(); ++it)
-        ANXIN_TRY(Walk(op, name + "." + it.key(), it.value()));
+        ANXIN_TRY(Walk(op, name + "." + it.key(), it.value(), depth + 1));
     }
     // Other leaves (ints, slices, strings) carry no tensor.
     return Ok();
