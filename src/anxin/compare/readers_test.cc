@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <cctype>
 #include <cmath>
@@ -99,6 +100,24 @@ TEST_F(Readers, ObjectArraysAndPickleFilesAreRejected) {
   WriteBytes(*dir_ / "t.pt", "PK\x03\x04");
   EXPECT_THAT(LoadDump(*dir_ / "t.pt", {}),
               HasCode(ErrorCode::kInvalidArgument, HasSubstr("torch.load")));
+}
+
+TEST_F(Readers, AFifoIsRefusedNotWaitedOn) {
+  // Opening a FIFO for reading blocks until a writer comes: without care, a
+  // FIFO named like a tensor file would hang the comparison for good.
+  const std::string fifo = *dir_ / "fifo.npy";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_THAT(ReadNpyFile(fifo, {}),
+              HasCode(ErrorCode::kInvalidArgument, HasSubstr(fifo + ": not a regular file")));
+  // The same file named by an msprobe dump.json.
+  const std::string dump = *dir_ / "fifo_dump";
+  std::filesystem::create_directories(dump + "/dump_tensor_data");
+  WriteBytes(dump + "/dump.json",
+             R"({"task": "tensor", "data": {"op": {"output": [{"type": "torch.Tensor", )"
+             R"("dtype": "torch.float32", "shape": [4], "data_name": "x.npy"}]}}})");
+  ASSERT_EQ(::mkfifo((dump + "/dump_tensor_data/x.npy").c_str(), 0600), 0);
+  EXPECT_THAT(LoadDump(dump, {}), HasCode(ErrorCode::kInvalidArgument,
+                                          HasSubstr("dump_tensor_data/x.npy: not a regular file")));
 }
 
 TEST_F(Readers, TruncatedFilesNameTheFileAndTheOffset) {

@@ -39,7 +39,10 @@ Status PreadAll(int fd, const std::string& path, uint64_t n, std::vector<uint8_t
 Result<std::shared_ptr<const MappedFile>> MappedFile::Open(const std::string& path,
                                                            uint64_t prefix_bytes,
                                                            std::vector<uint8_t>* prefix) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO in a dump would otherwise block the open until some
+  // process writes to it; here it is refused as not a regular file. Reads of
+  // regular files ignore the flag.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return std::unexpected(ErrnoError(errno, "open " + path));
   struct stat st;
   if (::fstat(fd, &st) != 0) {
