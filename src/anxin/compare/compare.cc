@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <mutex>
+#include <system_error>
 #include <thread>
 
 namespace anxin::compare {
@@ -80,9 +81,11 @@ class ProgressMeter {
   CompareProgress state_;  // guarded by mu_
 };
 
-// Runs every job's items on a pool and returns one merged accumulator per job.
+// Runs every job's items on a pool of up to `threads` threads (no more than
+// there are items) and returns one merged accumulator per job. *used, when
+// given, is set to the number of threads that ran.
 std::vector<MetricAccumulator> RunJobs(std::vector<Job>& jobs, unsigned threads,
-                                       const CompareOptions& options) {
+                                       const CompareOptions& options, unsigned* used = nullptr) {
   std::vector<Item> items;
   size_t slots = 0;
   for (size_t j = 0; j < jobs.size(); ++j) {
@@ -154,7 +157,14 @@ std::vector<MetricAccumulator> RunJobs(std::vector<Job>& jobs, unsigned threads,
   };
   threads = std::max(1u, std::min<unsigned>(threads, static_cast<unsigned>(items.size())));
   std::vector<std::thread> pool;
-  for (unsigned t = 1; t < threads; ++t) pool.emplace_back(worker);
+  for (unsigned t = 1; t < threads; ++t) {
+    try {
+      pool.emplace_back(worker);
+    } catch (const std::system_error&) {
+      break;  // out of threads (ulimit -u): the ones started do the work
+    }
+  }
+  if (used) *used = static_cast<unsigned>(pool.size()) + 1;
   worker();
   for (auto& t : pool) t.join();
   meter.Finish();
@@ -286,7 +296,7 @@ CompareReport CompareDumps(const Dump& out, const Dump& ref, const CompareOption
     report.pairs.push_back(std::move(p));
   }
 
-  auto merged = RunJobs(jobs, report.threads, options);
+  auto merged = RunJobs(jobs, report.threads, options, &report.threads);
   for (size_t k = 0; k < jobs.size(); ++k) {
     PairResult& p = report.pairs[job_pair[k]];
     Metrics m = merged[k].Finish(jobs[k].params);

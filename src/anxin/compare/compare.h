@@ -111,8 +111,8 @@ struct CompareReport {
   std::vector<std::string> first_divergence_modules;
   uint64_t bytes_compared = 0;  // tensor bytes read from both sides
   double seconds = 0;
-  unsigned threads = 1;
-  KernelStats kernel;  // how the metric kernel ran, over every pair
+  unsigned threads = 1;  // that ran: at most CompareOptions::threads, one per piece of work
+  KernelStats kernel;    // how the metric kernel ran, over every pair
 
   // Indices of pairs, worst first (fail, warn, pass; then lowest cosine,
   // then largest MaxAbsErr or statistics difference).

@@ -503,6 +503,14 @@ TEST_F(MsprobeTensors, ProgressCountsEveryByteAndTensorOnce) {
   CompareDumps(*npu, *gpu, opts);
   ASSERT_EQ(seen.size(), 1u);
   EXPECT_EQ(seen[0].bytes_done, r.bytes_compared);
+
+  // The report gives the threads that ran: never more than pieces of work,
+  // whatever was asked for.
+  EXPECT_EQ(r.threads, 2u);
+  opts.threads = 100'000;
+  CompareReport many = CompareDumps(*npu, *gpu, opts);
+  EXPECT_GT(many.threads, 2u);
+  EXPECT_LE(many.threads, many.pairs.size());
 }
 
 TEST_F(MsprobeTensors, ReportsRenderEveryPair) {

@@ -389,9 +389,9 @@ void PrintTable(const CompareReport& r, std::FILE* f, size_t limit) {
   }
   double gbs = r.seconds > 0 ? r.bytes_compared / r.seconds / 1e9 : 0;
   std::fprintf(f,
-               "%zu pairs: %zu pass, %zu warn, %zu fail; %zu + %zu unmatched; "
+               "%zu pair%s: %zu pass, %zu warn, %zu fail; %zu + %zu unmatched; "
                "%.3f GB in %.3f s (%.2f GB/s, %u thread%s)\n",
-               r.pairs.size(), r.pass, r.warn, r.fail, r.unmatched_out.size(),
+               r.pairs.size(), r.pairs.size() == 1 ? "" : "s", r.pass, r.warn, r.fail, r.unmatched_out.size(),
                r.unmatched_ref.size(), r.bytes_compared / 1e9, r.seconds, gbs, r.threads,
                r.threads == 1 ? "" : "s");
 }
