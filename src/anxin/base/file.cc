@@ -93,7 +93,8 @@ Result<AtomicFileWriter> AtomicFileWriter::Open(const std::string& path,
   std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
   w.name_ = slash == std::string::npos ? path : path.substr(slash + 1);
   w.dir_fd_ = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (w.dir_fd_ < 0) return std::unexpected(ErrnoError(errno, "open directory " + dir));
+  if (w.dir_fd_ < 0)
+    return std::unexpected(ErrnoError(errno, "write " + path + ": directory " + dir));
 
   struct stat st {};
   if (::fstatat(w.dir_fd_, w.name_.c_str(), &st, 0) == 0) {
@@ -108,7 +109,8 @@ Result<AtomicFileWriter> AtomicFileWriter::Open(const std::string& path,
   w.fd_ = ::openat(w.dir_fd_, ".", O_TMPFILE | O_WRONLY | O_CLOEXEC, m);
   if (w.fd_ < 0) {
     if (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL) {
-      return std::unexpected(ErrnoError(errno, "create a temporary file in " + dir));
+      return std::unexpected(
+          ErrnoError(errno, "write " + path + ": create a temporary file in " + dir));
     }
     for (int attempt = 0; attempt < 100 && w.fd_ < 0; ++attempt) {
       std::string name = "." + w.name_ + ".tmp." + RandomSuffix();
@@ -116,10 +118,13 @@ Result<AtomicFileWriter> AtomicFileWriter::Open(const std::string& path,
       if (w.fd_ >= 0) {
         w.temp_name_ = name;
       } else if (errno != EEXIST) {
-        return std::unexpected(ErrnoError(errno, "create a temporary file in " + dir));
+        return std::unexpected(
+            ErrnoError(errno, "write " + path + ": create a temporary file in " + dir));
       }
     }
-    if (w.fd_ < 0) return std::unexpected(ErrnoError(EEXIST, "create a temporary file in " + dir));
+    if (w.fd_ < 0)
+      return std::unexpected(
+          ErrnoError(EEXIST, "write " + path + ": create a temporary file in " + dir));
   }
   // The umask applied at creation; the mode asked for (or kept) is exact.
   if (::fchmod(w.fd_, m) != 0) return std::unexpected(ErrnoError(errno, "chmod " + path));

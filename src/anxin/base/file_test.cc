@@ -92,7 +92,10 @@ TEST_F(FileTest, ModeIsGivenKeptOrDefault) {
 }
 
 TEST_F(FileTest, WriteErrors) {
-  EXPECT_THAT(WriteFileAtomic(dir_ + "/no/such/dir/f", "x"), HasCode(ErrorCode::kNotFound));
+  // The error names the file being written, not only the directory missing.
+  EXPECT_THAT(
+      WriteFileAtomic(dir_ + "/no/such/dir/f", "x"),
+      HasCode(ErrorCode::kNotFound, ::testing::HasSubstr("write " + dir_ + "/no/such/dir/f")));
   EXPECT_THAT(WriteFileAtomic(dir_, "x"), HasCode(ErrorCode::kInvalidArgument));
   EXPECT_THAT(WriteFileAtomic("", "x"), HasCode(ErrorCode::kInvalidArgument));
 }
