@@ -94,8 +94,7 @@ Status TorchCachingModel::PlaceLive(uint64_t addr, uint64_t requested, uint64_t 
     return DataLoss(
         fmt::format("live block {:#x}+{} does not fit the free space of its segment", addr, size));
   }
-  auto& pool = b->small ? small_pool_ : large_pool_;
-  pool.erase(b);
+  EraseFree(b);
   // Split off the free space before and after the live block.
   auto carve = [&](uint64_t at, uint64_t len, Block* after) {
     Block* n;
@@ -121,13 +120,13 @@ Status TorchCachingModel::PlaceLive(uint64_t addr, uint64_t requested, uint64_t 
     uint64_t before = addr - b->addr;
     Block* live = carve(addr, b->size - before, b);
     b->size = before;
-    pool.insert(b);
+    InsertFree(b);
     b = live;
   }
   if (b->size > size) {
     Block* rest = carve(b->addr + size, b->size - size, b);
     b->size = size;
-    pool.insert(rest);
+    InsertFree(rest);
   }
   b->allocated = true;
   b->requested = requested;
@@ -137,7 +136,15 @@ Status TorchCachingModel::PlaceLive(uint64_t addr, uint64_t requested, uint64_t 
   return Ok();
 }
 
-void TorchCachingModel::InsertFree(Block* b) { (b->small ? small_pool_ : large_pool_).insert(b); }
+void TorchCachingModel::InsertFree(Block* b) {
+  (b->small ? small_pool_ : large_pool_).insert(b);
+  if (b->prev || b->next) free_split_bytes_ += b->size;
+}
+
+void TorchCachingModel::EraseFree(Block* b) {
+  (b->small ? small_pool_ : large_pool_).erase(b);
+  if (b->prev || b->next) free_split_bytes_ -= b->size;
+}
 
 Result<uint64_t> TorchCachingModel::Malloc(uint64_t size, uint64_t stream) {
   uint64_t rs = RoundSize(size);
@@ -150,7 +157,7 @@ Result<uint64_t> TorchCachingModel::Malloc(uint64_t size, uint64_t stream) {
   auto it = pool.lower_bound(&key);
   if (it != pool.end() && (*it)->stream == stream) {
     b = *it;
-    pool.erase(it);
+    EraseFree(b);
   } else {
     uint64_t seg = AllocationSize(rs);
     if (capacity_ && reserved_ + seg > capacity_) {
@@ -158,7 +165,7 @@ Result<uint64_t> TorchCachingModel::Malloc(uint64_t size, uint64_t stream) {
       it = pool.lower_bound(&key);
       if (it != pool.end() && (*it)->stream == stream) {
         b = *it;
-        pool.erase(it);
+        EraseFree(b);
       } else if (reserved_ + seg > capacity_) {
         ++ooms_;
         return ResourceExhausted(fmt::format("out of memory: {} bytes asked, {} reserved of {}",
@@ -211,10 +218,9 @@ Status TorchCachingModel::Free(uint64_t addr) {
   allocated_ -= b->size;
   requested_ -= b->requested;
   b->allocated = false;
-  auto& pool = b->small ? small_pool_ : large_pool_;
   if (b->prev && !b->prev->allocated) {
     Block* p = b->prev;
-    pool.erase(p);
+    EraseFree(p);
     p->size += b->size;
     p->next = b->next;
     if (b->next) b->next->prev = p;
@@ -223,13 +229,13 @@ Status TorchCachingModel::Free(uint64_t addr) {
   }
   if (b->next && !b->next->allocated) {
     Block* n = b->next;
-    pool.erase(n);
+    EraseFree(n);
     b->size += n->size;
     b->next = n->next;
     if (n->next) n->next->prev = b;
     spare_.push_back(n);
   }
-  pool.insert(b);
+  InsertFree(b);
   return Ok();
 }
 
@@ -238,6 +244,7 @@ void TorchCachingModel::EmptyCache() {
     for (auto it = pool->begin(); it != pool->end();) {
       Block* b = *it;
       if (!b->prev && !b->next) {
+        // A whole free segment: not split, so not in free_split_bytes_.
         reserved_ -= b->size;
         ++segment_frees_;
         segments_.erase(b->addr);
@@ -250,22 +257,54 @@ void TorchCachingModel::EmptyCache() {
   }
 }
 
-uint64_t TorchCachingModel::InactiveSplitBytes() const {
-  uint64_t sum = 0;
-  for (const auto* pool : {&small_pool_, &large_pool_}) {
-    for (const Block* b : *pool) {
-      if (b->prev || b->next) sum += b->size;
-    }
-  }
-  return sum;
-}
-
 uint64_t TorchCachingModel::LargestFreeBlock() const {
+  // Pools are ordered by (stream, size, address): the last block of each
+  // stream's run is its largest. Hop from run to run, last stream first.
   uint64_t largest = 0;
   for (const auto* pool : {&small_pool_, &large_pool_}) {
-    for (const Block* b : *pool) largest = std::max(largest, b->size);
+    auto end = pool->end();
+    while (end != pool->begin()) {
+      const Block* last = *std::prev(end);
+      largest = std::max(largest, last->size);
+      Block first;
+      first.stream = last->stream;
+      end = pool->lower_bound(&first);  // the stream's first block
+    }
   }
   return largest;
+}
+
+Status TorchCachingModel::Validate() const {
+  uint64_t split = 0, allocated = 0, pooled = 0, largest = 0;
+  for (const auto& [base, first] : segments_) {
+    if (first->prev) return Internal(fmt::format("segment {:#x} starts after a block", base));
+    for (const Block* b = first; b; b = b->next) {
+      if (b->next && b->next->prev != b)
+        return Internal(fmt::format("block {:#x}: broken neighbour links", b->addr));
+      if (b->allocated) {
+        allocated += b->size;
+        if (!allocated_blocks_.count(b->addr))
+          return Internal(fmt::format("allocated block {:#x} is not indexed", b->addr));
+        continue;
+      }
+      const auto& pool = b->small ? small_pool_ : large_pool_;
+      if (!pool.count(const_cast<Block*>(b)))
+        return Internal(fmt::format("free block {:#x} is in no pool", b->addr));
+      ++pooled;
+      largest = std::max(largest, b->size);
+      if (b->prev || b->next) split += b->size;
+    }
+  }
+  if (pooled != small_pool_.size() + large_pool_.size())
+    return Internal("a pool holds a block that is in no segment");
+  if (allocated != allocated_)
+    return Internal(fmt::format("allocated bytes {} kept, {} counted", allocated_, allocated));
+  if (largest != LargestFreeBlock())
+    return Internal(
+        fmt::format("largest free block {} found, {} counted", LargestFreeBlock(), largest));
+  if (split != free_split_bytes_)
+    return Internal(fmt::format("split free bytes {} kept, {} counted", free_split_bytes_, split));
+  return Ok();
 }
 
 }  // namespace anxin::mem

@@ -54,9 +54,15 @@ class TorchCachingModel {
   uint64_t segment_allocs() const { return segment_allocs_; }
   uint64_t segment_frees() const { return segment_frees_; }
   uint64_t ooms() const { return ooms_; }
-  // Free bytes inside segments that also hold allocated blocks.
-  uint64_t InactiveSplitBytes() const;
+  // Free bytes inside segments that also hold allocated blocks (kept as the
+  // pools change: replay reads it at every new peak).
+  uint64_t InactiveSplitBytes() const { return free_split_bytes_; }
+  // The largest cached free block, over every stream (one lookup per stream).
   uint64_t LargestFreeBlock() const;
+  // Recounts from the blocks what the model keeps or looks up (the split free
+  // bytes, the allocated bytes, the largest free block, each pool's
+  // membership); kInternal on a difference. For tests: it walks every block.
+  [[nodiscard]] Status Validate() const;
 
   struct Block;
 
@@ -64,7 +70,11 @@ class TorchCachingModel {
   struct Cmp {
     bool operator()(const Block* a, const Block* b) const;
   };
+  // Every change to the pools goes through these two, which keep
+  // free_split_bytes_. A block's size and neighbours change only while it is
+  // out of its pool.
   void InsertFree(Block* b);
+  void EraseFree(Block* b);
   Block* NewSegment(uint64_t addr, uint64_t size, uint64_t stream, bool small);
 
   uint64_t capacity_;
@@ -74,7 +84,7 @@ class TorchCachingModel {
   std::map<uint64_t, Block*> segments_;  // base -> first block
   std::vector<std::unique_ptr<Block>> storage_;
   std::vector<Block*> spare_;
-  uint64_t reserved_ = 0, allocated_ = 0, requested_ = 0;
+  uint64_t reserved_ = 0, allocated_ = 0, requested_ = 0, free_split_bytes_ = 0;
   uint64_t segment_allocs_ = 0, segment_frees_ = 0, ooms_ = 0;
 };
 
