@@ -123,7 +123,9 @@ Result<PolicyResult> ReplayModel(const Trace& t, const ReplayOptions& o, uint64_
     } else if (e.action == Action::kFree) {
       auto it = where.find(e.addr);
       if (it != where.end()) {
-        ANXIN_TRY(WithContext(m.Free(it->second), fmt::format("trace event {}", k)));
+        // The context is formatted only on failure (once per free adds up).
+        if (Status s = m.Free(it->second); !s)
+          return std::unexpected(std::move(s.error()).With(fmt::format("trace event {}", k)));
         where.erase(it);
         live -= Round512(e.size);
       }
@@ -205,7 +207,8 @@ Result<PolicyResult> ReplayAnxin(const Trace& t, const ReplayOptions& o, uint64_
     } else if (e.action == Action::kFree) {
       auto it = where.find(e.addr);
       if (it != where.end()) {
-        ANXIN_TRY(WithContext(a->Free(it->second), fmt::format("trace event {}", k)));
+        if (Status s = a->Free(it->second); !s)
+          return std::unexpected(std::move(s.error()).With(fmt::format("trace event {}", k)));
         where.erase(it);
         live -= Round512(e.size);
       }
