@@ -3,6 +3,7 @@
 //
 //   anxin mem replay snapshot.pickle [--svg plot.svg] [--conf KNOBS] [--capacity 80GiB]
 //   anxin mem plan --layers 32 --hidden 2560 --device-memory 64GiB
+#include <charconv>
 #include <cstdio>
 #include <memory>
 #include <sstream>
@@ -71,12 +72,15 @@ int RunPlan(PlanOpts o, const GlobalOptions& g) {
   std::stringstream ss(o.seq);
   std::string item;
   while (std::getline(ss, item, ',')) {
-    try {
-      o.shape.seq_buckets.push_back(std::stoi(item));
-    } catch (const std::exception&) {
-      return ReportError(Error(ErrorCode::kInvalidArgument,
-                               "--seq: '" + item + "' is not a number (use e.g. 512,1024)"));
+    int v = 0;
+    auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
+    if (ec != std::errc() || end != item.data() + item.size() || v <= 0) {
+      return ReportError(
+          Error(ErrorCode::kInvalidArgument, "--seq: '" + item +
+                                                 "' is not a positive whole number of tokens "
+                                                 "(use e.g. 512,1024)"));
     }
+    o.shape.seq_buckets.push_back(v);
   }
   if (!o.precision.empty()) {
     if (auto s = mem::ApplyPrecision(o.precision, o.shape); !s) {

@@ -17,7 +17,8 @@ class TraceBuilder {
   explicit TraceBuilder(Trace& t) : t_(t) {}
   uint64_t Alloc(uint64_t bytes) {
     uint64_t id = next_;
-    next_ += std::max<uint64_t>(bytes, 1) + 4096;  // distinct, never-overlapping ids
+    // Distinct, never-overlapping ids; a trace whose ids would wrap is refused.
+    if (__builtin_add_overflow(next_, std::max<uint64_t>(bytes, 1) + 4096, &next_)) wrapped_ = true;
     t_.events.push_back({Action::kAlloc, id, std::max<uint64_t>(bytes, 1), 0});
     size_[id] = std::max<uint64_t>(bytes, 1);
     return id;
@@ -27,9 +28,11 @@ class TraceBuilder {
     size_.erase(id);
   }
   void EmptyCache() { t_.events.push_back({Action::kEmptyCache, 0, 0, 0}); }
+  bool wrapped() const { return wrapped_; }
 
  private:
   Trace& t_;
+  bool wrapped_ = false;
   uint64_t next_ = uint64_t{1} << 40;
   std::unordered_map<uint64_t, uint64_t> size_;
 };
@@ -39,6 +42,59 @@ int BytesFor(std::string_view dtype) {
   if (dtype == "bf16" || dtype == "fp16") return 2;
   if (dtype == "fp8") return 1;
   return 0;
+}
+
+// What the plan can model: no single tensor past 16 TiB (no device holds one)
+// and a trace of at most 10 M events (replayed once per candidate setting,
+// about a minute in all). A shape past either is refused before anything is
+// built; sizes are computed in 128 bits so that nothing wraps on the way.
+constexpr uint64_t kMaxTensorBytes = uint64_t{16} << 40;
+constexpr uint64_t kMaxEvents = 10'000'000;
+
+Status CheckSize(const ModelShape& s) {
+  using U = unsigned __int128;
+  const U h = static_cast<U>(s.hidden), heads = static_cast<U>(s.heads),
+          vocab = static_cast<U>(s.vocab), mb = static_cast<U>(s.micro_batch),
+          act = static_cast<U>(s.act_bytes),
+          param = static_cast<U>(std::max({s.param_bytes, s.master_bytes, s.grad_bytes, 4})),
+          seq = static_cast<U>(*std::max_element(s.seq_buckets.begin(), s.seq_buckets.end()));
+  const struct {
+    const char* what;
+    U bytes;
+  } largest[] = {
+      {"the attention scores of one layer (micro-batch x heads x seq^2)",
+       mb * heads * seq * seq * act},
+      {"the float32 logits (micro-batch x seq x vocab)", mb * seq * vocab * 4},
+      {"the MLP weight of one layer (4 x hidden^2)", 4 * h * h * param},
+      {"the embedding (vocab x hidden)", vocab * h * param},
+      {"the MLP activation of one layer (4 x micro-batch x seq x hidden)", 4 * mb * seq * h * act},
+  };
+  for (const auto& t : largest) {
+    if (t.bytes > kMaxTensorBytes) {
+      return InvalidArgument(fmt::format(
+          "model shape: {} would take {}; the plan models tensors up to 16 TiB", t.what,
+          t.bytes >> 64 ? std::string("more than 2^64 bytes")
+                        : fmt::format("{:.1f} TiB", static_cast<double>(t.bytes) / (U{1} << 40))));
+    }
+  }
+  // An upper bound on the events: per layer and micro-batch at most 100
+  // (forward and backward with gathers, recomputation and full gradients),
+  // a few per parameter tensor and embedding shard per step.
+  const U emb_bytes = vocab * h * static_cast<U>(s.param_bytes);
+  const U shards = s.embedding_shard ? emb_bytes / s.embedding_shard + 1 : 1;
+  const U tensors = 8 * static_cast<U>(s.layers) + shards + 1;
+  const U events =
+      static_cast<U>(s.steps) *
+          (static_cast<U>(s.micro_batches) * (static_cast<U>(s.layers) * 100 + 10) + tensors * 4) +
+      tensors * 6;
+  if (events > kMaxEvents) {
+    return InvalidArgument(fmt::format(
+        "model shape: the synthetic trace would hold up to {} M allocator events, more than the "
+        "10 M the plan replays; lower --layers or --micro-batches",
+        events >> 64 ? std::string("2^64")
+                     : fmt::format("{}", static_cast<uint64_t>(events / 1000000))));
+  }
+  return Ok();
 }
 
 }  // namespace
@@ -87,6 +143,9 @@ Result<Trace> GenerateStepTrace(const ModelShape& s) {
     return InvalidArgument(
         fmt::format("hidden size {} is not a multiple of {} heads", s.hidden, s.heads));
   }
+  for (int seq : s.seq_buckets)
+    if (seq <= 0) return InvalidArgument(fmt::format("sequence bucket {} is not positive", seq));
+  ANXIN_TRY(CheckSize(s));
   Trace t;
   t.source = "synthetic training step";
   TraceBuilder b(t);
@@ -199,6 +258,7 @@ Result<Trace> GenerateStepTrace(const ModelShape& s) {
     }
     for (uint64_t g : grads) b.Free(g);
   }
+  if (b.wrapped()) return InvalidArgument("model shape: the trace's addresses pass 2^64 bytes");
   return t;
 }
 

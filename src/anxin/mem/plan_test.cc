@@ -4,8 +4,10 @@
 #include <gtest/gtest.h>
 
 #include "anxin/base/testing.h"
+#include "anxin/mem/alloc_config.h"
 #include "anxin/mem/allocator.h"
 #include "anxin/mem/replay.h"
+#include "anxin/mem/report.h"
 
 namespace anxin::mem {
 namespace {
@@ -81,6 +83,60 @@ TEST(PlanTest, BadShapesAndPrecisionsAreErrors) {
   EXPECT_EQ(s.master_bytes, 0);
   EXPECT_EQ(s.grad_bytes, 4);
   EXPECT_EQ(s.act_bytes, 1);
+}
+
+TEST(PlanTest, ShapesPastWhatCanBeModelledAreRefusedNotCrashes) {
+  // A zero sequence bucket, tensors whose sizes wrap 64 bits (once a
+  // bad_alloc that ended the process) and a trace of billions of events
+  // (once a hang) are refused before anything is built.
+  ModelShape s = Small();
+  s.seq_buckets = {128, 0};
+  EXPECT_THAT(GenerateStepTrace(s),
+              HasCode(ErrorCode::kInvalidArgument, HasSubstr("sequence bucket 0")));
+  s = Small();
+  s.seq_buckets = {1'000'000'000};
+  EXPECT_THAT(GenerateStepTrace(s),
+              HasCode(ErrorCode::kInvalidArgument, HasSubstr("attention scores of one layer")));
+  s = Small();
+  s.hidden = 2'147'483'640;
+  EXPECT_THAT(MakePlan(s, 0), HasCode(ErrorCode::kInvalidArgument,
+                                      HasSubstr("MLP weight of one layer (4 x hidden^2) would "
+                                                "take more than 2^64 bytes")));
+  s = Small();
+  s.vocab = 2'000'000'000;
+  s.seq_buckets = {4096};
+  EXPECT_THAT(GenerateStepTrace(s), HasCode(ErrorCode::kInvalidArgument, HasSubstr("logits")));
+  s = Small();
+  s.layers = 2'147'483'647;
+  EXPECT_THAT(MakePlan(s, 0),
+              HasCode(ErrorCode::kInvalidArgument, HasSubstr("M allocator events")));
+  s = Small();
+  s.embedding_shard = 1;  // a shard per byte of the embedding
+  EXPECT_THAT(GenerateStepTrace(s),
+              HasCode(ErrorCode::kInvalidArgument, HasSubstr("M allocator events")));
+  // The bound on the events holds for the largest shape it lets through.
+  s = Small();
+  s.layers = 10'000;
+  s.micro_batches = 4;
+  s.recompute = true;
+  s.zero_stage = 3;
+  s.dp = 8;
+  auto t = GenerateStepTrace(s);
+  ASSERT_THAT(t, IsOk());
+  EXPECT_LT(t->events.size(), 10'000'000u);
+}
+
+TEST(PlanTest, APlanWithoutADeviceSizeNamesThePoolAsAllocConfReadsIt) {
+  auto p = MakePlan(Small(), 0);
+  ASSERT_THAT(p, IsOk());
+  const std::string text = PlanText(*p);
+  const auto at = text.find("ANXIN_ALLOC_CONF=");
+  ASSERT_NE(at, std::string::npos);
+  const std::string conf = text.substr(at + 17, text.find('\n', at) - at - 17);
+  auto parsed = ParseAllocConf(conf);
+  ASSERT_THAT(parsed, IsOk()) << conf;
+  EXPECT_GE(parsed->options.pool_bytes, p->pool_bytes);
+  EXPECT_LT(parsed->options.pool_bytes, p->pool_bytes + kMiB);
 }
 
 }  // namespace

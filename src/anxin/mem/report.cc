@@ -104,8 +104,10 @@ std::string PlanText(const Plan& p) {
                        HumanBytes(t.pytorch_peak_reserved), HumanBytes(t.anxin_peak_reserved),
                        t.shard == p.embedding_shard ? "  <-" : "");
   }
-  std::string pool =
-      p.device_memory ? fmt::format("{:.2f}", p.pool_fraction) : HumanBytes(p.pool_bytes);
+  // Without a device size, the pool in whole MiB as ANXIN_ALLOC_CONF reads it
+  // (it is a whole number of blocks, themselves whole MiB).
+  std::string pool = p.device_memory ? fmt::format("{:.2f}", p.pool_fraction)
+                                     : fmt::format("{}MiB", (p.pool_bytes + kMiB - 1) / kMiB);
   out += fmt::format(
       "\nrecommended: ANXIN_ALLOC_CONF=pool_size:{},block_size:{}MiB,expand:true,"
       "fragment_threshold:{}\n",
