@@ -486,10 +486,18 @@ Allocator::~Allocator() {
 }
 
 Result<uint64_t> Allocator::Allocate(uint64_t size, uint64_t stream) {
-  const uint64_t rs = RoundUp(std::max<uint64_t>(size, 1), kAlign);
   std::lock_guard lock(mu_);
   State& s = *state_;
   Provider& pv = *provider_;
+  // A request larger than the device, or than any device (2^56 bytes), can
+  // never be served, and rounding it up could wrap past 2^64: an OOM at once.
+  constexpr uint64_t kMaxRequest = uint64_t{1} << 56;
+  if (size > kMaxRequest || (pv.TotalMemory() && size > pv.TotalMemory())) {
+    Error e = OomError(s, pv, size, stream, "larger than the device");
+    ++s.st.ooms;
+    return std::unexpected(std::move(e));
+  }
+  const uint64_t rs = RoundUp(std::max<uint64_t>(size, 1), kAlign);
   const bool small = rs <= s.opt.small_size;
   Pool* p = GetPool(s, stream, small);
 

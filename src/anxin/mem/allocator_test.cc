@@ -283,6 +283,24 @@ TEST(AllocatorTest, StreamsDoNotShareFreedBlocks) {
   EXPECT_EQ(*p, *r);
 }
 
+TEST(AllocatorTest, RequestsNoDeviceCanHoldAreOomsNotCrashes) {
+  // 2^64 - 1 bytes once wrapped to 0 when rounded up and crashed the process
+  // (PyTorch hands the allocator whatever size a bad shape asks for).
+  for (bool vm : {true, false}) {
+    auto a = Make(Backed(64 * kMiB, vm));
+    for (uint64_t size : {~uint64_t{0}, ~uint64_t{0} - 511, uint64_t{1} << 62, 64 * kMiB + 1}) {
+      EXPECT_THAT(a->Allocate(size),
+                  HasCode(ErrorCode::kResourceExhausted, HasSubstr("larger than the device")))
+          << size;
+    }
+    EXPECT_EQ(a->Stats().ooms, 4u);
+    auto p = a->Allocate(4096);  // and it still serves what fits
+    ASSERT_THAT(p, IsOk());
+    EXPECT_THAT(a->Free(*p), IsOk());
+    EXPECT_THAT(a->CheckInvariants(), IsOk());
+  }
+}
+
 TEST(AllocatorTest, PoolLimitWithoutExpandIsAnOomCarryingStats) {
   AllocatorOptions o;
   o.pool_bytes = 8 * kMiB;

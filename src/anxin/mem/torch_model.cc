@@ -147,6 +147,14 @@ void TorchCachingModel::EraseFree(Block* b) {
 }
 
 Result<uint64_t> TorchCachingModel::Malloc(uint64_t size, uint64_t stream) {
+  // Larger than any device (2^56 bytes): cudaMalloc fails and PyTorch reports
+  // an OOM; rounding it up could wrap past 2^64. (Sizes up to that take the
+  // path below, which releases the cache before it gives up, as PyTorch does.)
+  if (size > (uint64_t{1} << 56)) {
+    ++ooms_;
+    return ResourceExhausted(
+        fmt::format("out of memory: {} bytes asked, more than any device holds", size));
+  }
   uint64_t rs = RoundSize(size);
   bool small = rs <= kSmallSize;
   auto& pool = small ? small_pool_ : large_pool_;
@@ -274,7 +282,7 @@ uint64_t TorchCachingModel::LargestFreeBlock() const {
   return largest;
 }
 
-Status TorchCachingModel::Validate() const {
+Status TorchCachingModel::CheckInvariants() const {
   uint64_t split = 0, allocated = 0, pooled = 0, largest = 0;
   for (const auto& [base, first] : segments_) {
     if (first->prev) return Internal(fmt::format("segment {:#x} starts after a block", base));

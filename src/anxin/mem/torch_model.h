@@ -62,7 +62,7 @@ class TorchCachingModel {
   // Recounts from the blocks what the model keeps or looks up (the split free
   // bytes, the allocated bytes, the largest free block, each pool's
   // membership); kInternal on a difference. For tests: it walks every block.
-  [[nodiscard]] Status Validate() const;
+  [[nodiscard]] Status CheckInvariants() const;
 
   struct Block;
 

@@ -93,6 +93,15 @@ TEST(TorchModelTest, InitialStateFromASnapshot) {
   EXPECT_EQ(m.reserved(), 0u);
 }
 
+TEST(TorchModelTest, RequestsNoDeviceCanHoldAreOoms) {
+  TorchCachingModel m(0);
+  EXPECT_THAT(m.Malloc(~uint64_t{0}, 0), HasCode(ErrorCode::kResourceExhausted));
+  EXPECT_THAT(m.Malloc((uint64_t{1} << 56) + 1, 0), HasCode(ErrorCode::kResourceExhausted));
+  EXPECT_EQ(m.ooms(), 2u);
+  EXPECT_EQ(m.reserved(), 0u);
+  ASSERT_THAT(m.Malloc(4096, 0), IsOk());
+}
+
 TEST(TorchModelTest, KeptCountsMatchARecountThroughRandomWork) {
   // The split free bytes are kept as blocks enter and leave the pools (replay
   // reads them at every new peak); a recount over every block must agree
@@ -102,7 +111,7 @@ TEST(TorchModelTest, KeptCountsMatchARecountThroughRandomWork) {
   TorchCachingModel m(600 * kMiB);
   ASSERT_THAT(m.AddSegment(uint64_t{1} << 40, 40 * kMiB, 0, false), IsOk());
   ASSERT_THAT(m.PlaceLive((uint64_t{1} << 40) + 6 * kMiB, 3 * kMiB, 0), IsOk());
-  ASSERT_THAT(m.Validate(), IsOk());
+  ASSERT_THAT(m.CheckInvariants(), IsOk());
   std::vector<uint64_t> live;
   uint64_t largest_seen = 0;
   for (int step = 0; step < 20000; ++step) {
@@ -119,7 +128,7 @@ TEST(TorchModelTest, KeptCountsMatchARecountThroughRandomWork) {
     } else {
       m.EmptyCache();
     }
-    ASSERT_THAT(m.Validate(), IsOk()) << "step " << step;
+    ASSERT_THAT(m.CheckInvariants(), IsOk()) << "step " << step;
     largest_seen = std::max(largest_seen, m.LargestFreeBlock());
     ASSERT_LE(m.InactiveSplitBytes(), m.reserved() - m.allocated());
   }
