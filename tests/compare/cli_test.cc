@@ -142,9 +142,11 @@ std::pair<int, long> RunMeasured(std::vector<std::string> args) {
 // The files are sparse (holes read as zeros), so they take no disk.
 TEST_F(CompareCli, ALargeTensorPairStreamsInBoundedMemory) {
   const uint64_t n = uint64_t{256} << 20;  // float32 elements: 1 GiB per side
-  for (const char* name : {"big_out.npy", "big_ref.npy"}) {
-    std::string header =
-        "{'descr': '<f4', 'fortran_order': False, 'shape': (" + std::to_string(n) + ",), }";
+  auto write = [&](const std::string& name, bool fortran) {
+    std::string header = fortran ? "{'descr': '<f4', 'fortran_order': True, 'shape': (" +
+                                       std::to_string(n / 1024) + ", 1024), }"
+                                 : "{'descr': '<f4', 'fortran_order': False, 'shape': (" +
+                                       std::to_string(n) + ",), }";
     header.resize(128 - 10 - 1, ' ');
     header += '\n';
     std::string file = std::string("\x93NUMPY\x01\x00", 8) + char(header.size() & 0xff) +
@@ -153,8 +155,19 @@ TEST_F(CompareCli, ALargeTensorPairStreamsInBoundedMemory) {
     f << file;
     f.seekp(static_cast<std::streamoff>(128 + n * 4 - 1));
     f.put('\0');
-    ASSERT_TRUE(f.good());
-  }
+    return f.good();
+  };
+  // Two column-major tensors of one shape stream as stored, like row-major
+  // ones (they were once gathered element by element, every page kept).
+  ASSERT_TRUE(write("big_out_f.npy", true));
+  ASSERT_TRUE(write("big_ref_f.npy", true));
+  auto [fcode, frss_kib] =
+      RunMeasured({"compare", *dir_ / "big_out_f.npy", *dir_ / "big_ref_f.npy"});
+  EXPECT_EQ(fcode, 0);
+  EXPECT_LT(frss_kib, 256 << 10) << "column-major: peak RSS " << frss_kib << " KiB";
+  fs::remove(*dir_ / "big_out_f.npy");
+  fs::remove(*dir_ / "big_ref_f.npy");
+  for (const char* name : {"big_out.npy", "big_ref.npy"}) ASSERT_TRUE(write(name, false));
   auto [code, rss_kib] = RunMeasured({"compare", *dir_ / "big_out.npy", *dir_ / "big_ref.npy"});
   EXPECT_EQ(code, 0);
   // 2 GiB of tensors; the process itself (with the sanitizers' shadow

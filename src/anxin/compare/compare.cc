@@ -18,6 +18,14 @@ constexpr size_t kBlock = 2048;
 constexpr uint64_t kChunkBytes = 4ull << 20;
 
 bool Contiguous(const Tensor& t) { return !t.fortran_order || t.shape.size() < 2; }
+// Whether the two are stored in the same element order, so that they pair
+// element for element as stored: both row-major, or both column-major with
+// one shape. Every metric is a sum, a count or an extreme over the pairs, so
+// the storage order changes nothing but the order of summation.
+bool SameLayout(const Tensor& a, const Tensor& b) {
+  return (Contiguous(a) && Contiguous(b)) ||
+         (a.fortran_order && b.fortran_order && a.shape == b.shape);
+}
 
 struct Job {
   const Tensor* out;
@@ -129,13 +137,15 @@ std::vector<MetricAccumulator> RunJobs(std::vector<Job>& jobs, unsigned threads,
       MetricAccumulator acc;
       if (it.end == it.begin) {
         // An empty tensor: nothing to read (its data may be null).
-      } else if (Contiguous(o) && Contiguous(r)) {
+      } else if (SameLayout(o, r)) {
         // The kernel decodes the stored dtypes itself: each byte is read once.
         acc.Add(job.params, *o.dtype, o.data + it.begin * DTypeSize(*o.dtype), *r.dtype,
                 r.data + it.begin * DTypeSize(*r.dtype), static_cast<size_t>(it.end - it.begin),
                 o.swap_bytes, r.swap_bytes);
       } else {
-        // Fortran order: gathered into float64 blocks (same numbers, slower).
+        // One side row-major, the other column-major: gathered into float64
+        // blocks in row-major order (same numbers, slower, and the
+        // column-major side's pages are not released as it goes).
         a.resize(kBlock);
         b.resize(kBlock);
         for (uint64_t p = it.begin; p < it.end; p += kBlock) {
@@ -150,8 +160,12 @@ std::vector<MetricAccumulator> RunJobs(std::vector<Job>& jobs, unsigned threads,
       } else {
         merged[it.job].Merge(acc);
       }
-      releaser.Add(*job.out, it.begin, it.end - it.begin);
-      if (job.ref != job.out) releaser.Add(*job.ref, it.begin, it.end - it.begin);
+      // What was read in storage order is done with; a gathered side was
+      // read all over its file.
+      const bool in_order = SameLayout(o, r);
+      if (in_order || Contiguous(o)) releaser.Add(o, it.begin, it.end - it.begin);
+      if (job.ref != job.out && (in_order || Contiguous(r)))
+        releaser.Add(r, it.begin, it.end - it.begin);
       meter.Done(item_bytes(it), left[it.job].fetch_sub(1, std::memory_order_relaxed) == 1);
     }
   };

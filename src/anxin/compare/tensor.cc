@@ -139,7 +139,7 @@ void Tensor::ReadDoubles(uint64_t first, size_t count, double* out) const {
 }
 
 std::span<const uint8_t> Tensor::ReleaseRange(uint64_t first, uint64_t count) const {
-  if (!mapped || fortran_order || count == 0) return {};
+  if (!mapped || count == 0) return {};
   static const uintptr_t kPage = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
   // A page fault may map a whole page-cache folio (naturally aligned, at most
   // 2 MiB) around the faulting page, including pages of a neighbouring range

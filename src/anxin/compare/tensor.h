@@ -94,7 +94,8 @@ struct Tensor {
   // Writes elements [first, first + count) in C (row-major) order as float64.
   // REQUIRES: HasData(), first + count <= NumElements().
   void ReadDoubles(uint64_t first, size_t count, double* out) const;
-  // The mapped pages that hold elements [first, first + count), rounded out
+  // The mapped pages that hold elements [first, first + count) in storage
+  // order (column-major for a Fortran-order tensor), rounded out
   // to the 2 MiB blocks around them within the file: what to drop from this
   // process once they are read (they stay in the page cache), so reading a
   // dump front to back keeps the resident set small (PageReleaser). Empty for
