@@ -135,9 +135,10 @@ std::vector<MetricAccumulator> RunJobs(std::vector<Job>& jobs, unsigned threads,
       const Tensor& o = *job.out;
       const Tensor& r = *job.ref;
       MetricAccumulator acc;
+      const bool in_order = SameLayout(o, r);
       if (it.end == it.begin) {
         // An empty tensor: nothing to read (its data may be null).
-      } else if (SameLayout(o, r)) {
+      } else if (in_order) {
         // The kernel decodes the stored dtypes itself: each byte is read once.
         acc.Add(job.params, *o.dtype, o.data + it.begin * DTypeSize(*o.dtype), *r.dtype,
                 r.data + it.begin * DTypeSize(*r.dtype), static_cast<size_t>(it.end - it.begin),
@@ -162,7 +163,6 @@ std::vector<MetricAccumulator> RunJobs(std::vector<Job>& jobs, unsigned threads,
       }
       // What was read in storage order is done with; a gathered side was
       // read all over its file.
-      const bool in_order = SameLayout(o, r);
       if (in_order || Contiguous(o)) releaser.Add(o, it.begin, it.end - it.begin);
       if (job.ref != job.out && (in_order || Contiguous(r)))
         releaser.Add(r, it.begin, it.end - it.begin);

@@ -173,7 +173,8 @@ struct Allocator::State {
   bool vm = false;
   uint64_t chunk = 0;
   uint64_t pool_limit = 0;
-  // Larger requests can never be served: the device's memory, at most 2^56.
+  // Larger requests can never be served: the device's memory, at most
+  // kMaxRequestBytes.
   uint64_t max_request = 0;
   uint64_t va_region_size = 0;
   std::unordered_map<uint64_t, Pool*> pools;  // key: stream * 2 + small
@@ -458,7 +459,7 @@ Result<std::unique_ptr<Allocator>> Allocator::Create(std::unique_ptr<Provider> p
                      ? o.pool_bytes
                      : static_cast<uint64_t>(o.pool_fraction * static_cast<double>(total));
   s.pool_limit = std::max(s.pool_limit / s.chunk * s.chunk, s.chunk);
-  s.max_request = total ? std::min(total, uint64_t{1} << 56) : uint64_t{1} << 56;
+  s.max_request = total ? std::min(total, kMaxRequestBytes) : kMaxRequestBytes;
   s.va_region_size = RoundUp(std::clamp<uint64_t>(2 * total, kGiB, uint64_t{1} << 40), s.chunk);
   s.st.pool_limit_bytes = s.pool_limit;
   s.st.virtual_memory = s.vm;
@@ -492,8 +493,7 @@ Result<uint64_t> Allocator::Allocate(uint64_t size, uint64_t stream) {
   std::lock_guard lock(mu_);
   State& s = *state_;
   Provider& pv = *provider_;
-  // A request larger than the device, or than any device (2^56 bytes), can
-  // never be served, and rounding it up could wrap past 2^64: an OOM at once.
+  // Larger than the device (or than any): an OOM at once.
   if (size > s.max_request) [[unlikely]] {
     Error e = OomError(s, pv, size, stream, "larger than the device");
     ++s.st.ooms;

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "anxin/mem/allocator.h"
+
 namespace anxin::mem {
 namespace {
 
@@ -147,10 +149,10 @@ void TorchCachingModel::EraseFree(Block* b) {
 }
 
 Result<uint64_t> TorchCachingModel::Malloc(uint64_t size, uint64_t stream) {
-  // Larger than any device (2^56 bytes): cudaMalloc fails and PyTorch reports
-  // an OOM; rounding it up could wrap past 2^64. (Sizes up to that take the
-  // path below, which releases the cache before it gives up, as PyTorch does.)
-  if (size > (uint64_t{1} << 56)) {
+  // Larger than any device: cudaMalloc fails and PyTorch reports an OOM.
+  // (Smaller sizes take the path below, which releases the cache before it
+  // gives up, as PyTorch does.)
+  if (size > kMaxRequestBytes) {
     ++ooms_;
     return ResourceExhausted(
         fmt::format("out of memory: {} bytes asked, more than any device holds", size));
