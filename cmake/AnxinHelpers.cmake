@@ -14,8 +14,8 @@ endfunction()
 
 # anxin_test(NAME SOURCES... [DEPS libs...] [LABELS labels...] [TIMEOUT s])
 # A gtest executable registered with ctest under NAME. Tests run from the
-# build directory; ANXIN_SOURCE_DIR and ANXIN_SHARED_DIR point at the tree and
-# at ../shared (fixtures and traces).
+# build directory; ANXIN_SOURCE_DIR and ANXIN_BINARY_DIR point at the source
+# tree (fixtures live in tests/fixtures/) and at the build tree.
 function(anxin_test name)
   if(NOT ANXIN_BUILD_TESTS)
     return()
@@ -25,7 +25,6 @@ function(anxin_test name)
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gmock GTest::gtest_main)
   target_compile_definitions(${name} PRIVATE
     ANXIN_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
-    ANXIN_SHARED_DIR="${ANXIN_SHARED_DIR}"
     ANXIN_BINARY_DIR="${PROJECT_BINARY_DIR}")
   add_test(NAME ${name} COMMAND ${name})
   if(NOT ARG_TIMEOUT)
@@ -67,6 +66,3 @@ function(anxin_fuzzer name source)
   set_tests_properties(${name} PROPERTIES TIMEOUT 300 LABELS "fuzz")
 endfunction()
 
-# Where the project's shared fixtures and traces live (../shared beside the
-# checkout by default).
-set(ANXIN_SHARED_DIR "${PROJECT_SOURCE_DIR}/../shared" CACHE PATH "shared fixtures and data")

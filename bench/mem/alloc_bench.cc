@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <vector>
@@ -23,20 +24,24 @@ namespace {
 using namespace anxin::mem;
 
 constexpr size_t kWindow = 64;
+constexpr const char* kSnapshot =
+    ANXIN_SOURCE_DIR "/tests/fixtures/mem-traces/cs336-memory_ctx128_fullstep.pickle";
 
 const std::vector<uint64_t>& Sizes() {
   static const std::vector<uint64_t> sizes = [] {
     std::vector<uint64_t> s;
-    auto t = ReadTrace(std::string(ANXIN_SHARED_DIR) +
-                       "/data/mem-traces/cs336-memory_ctx128_fullstep.pickle");
+    auto t = ReadTrace(kSnapshot);
     if (t) {
       for (const auto& e : t->events) {
         if (e.action == TraceEvent::Action::kAlloc) s.push_back(e.size);
       }
     }
     if (s.empty()) {
-      // No snapshot at hand: a mix of small and large sizes.
-      for (uint64_t k = 0; k < 4096; ++k) s.push_back(k % 4 ? 512 * (1 + k % 61) : (k + 1) << 14);
+      // Timing a made-up size mix would print figures that look like the
+      // snapshot's: refuse instead.
+      std::fprintf(stderr, "error: no allocations read from the snapshot %s: %s\n", kSnapshot,
+                   t ? "it holds none" : t.error().ToString().c_str());
+      std::exit(2);
     }
     return s;
   }();

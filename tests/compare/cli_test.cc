@@ -86,7 +86,7 @@ TEST_F(CompareCli, DumpsWithADivergingOpFailWithReports) {
 TEST_F(CompareCli, SameDumpPasses) {
   auto r = RunAnxin({"compare", *dir_ / "gpu", *dir_ / "gpu"});
   EXPECT_EQ(r.exit_code, 0) << r.stdout_text << r.stderr_text;
-  std::string stats = std::string(ANXIN_SHARED_DIR) + "/fixtures/msprobe/gpu_dump/step0/proc2016";
+  std::string stats = std::string(ANXIN_SOURCE_DIR) + "/tests/fixtures/msprobe/gpu_dump/step0/proc2016";
   EXPECT_EQ(RunAnxin({"compare", stats, stats}).exit_code, 0);
 }
 

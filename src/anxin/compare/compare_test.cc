@@ -204,12 +204,12 @@ TEST(Statistics, DiffsAreRelativeToTheLargerMagnitude) {
   EXPECT_TRUE(std::isinf(DiffStats({NAN, 0, 0, 0}, {1, 0, 0, 0}).max));
 }
 
-// The real statistics dump in ../shared/fixtures/msprobe: step 0 against step 1.
+// The real statistics dump in tests/fixtures/msprobe: step 0 against step 1.
 class MsprobeStatistics : public ::testing::Test {
  protected:
   std::string Step(int s) {
-    return std::string(ANXIN_SHARED_DIR) + "/fixtures/msprobe/gpu_dump/step" + std::to_string(s) +
-           "/proc2016";
+    return std::string(ANXIN_SOURCE_DIR) + "/tests/fixtures/msprobe/gpu_dump/step" +
+           std::to_string(s) + "/proc2016";
   }
 };
 
@@ -292,7 +292,7 @@ TEST(Construct, ParentsAndTheModulesAroundAnOp) {
 // A step directory holding rank dumps below it: each rank's tensors carry
 // its directory, and two steps match rank by rank.
 TEST_F(MsprobeStatistics, StepDirectoriesLoadEveryRank) {
-  const std::string root = std::string(ANXIN_SHARED_DIR) + "/fixtures/msprobe/gpu_dump";
+  const std::string root = std::string(ANXIN_SOURCE_DIR) + "/tests/fixtures/msprobe/gpu_dump";
   auto s1 = LoadDump(root + "/step1", {});
   auto s0 = LoadDump(root + "/step0", {});
   auto r0 = LoadDump(root + "/step0/proc2016", {});
@@ -600,7 +600,7 @@ TEST_F(MsprobeTensors, StreamedJsonIsTheSameText) {
   auto gpu = LoadDump(*dir_ / "gpu", {});
   ASSERT_THAT(npu, IsOk());
   ASSERT_THAT(gpu, IsOk());
-  const std::string stats_dir = std::string(ANXIN_SHARED_DIR) + "/fixtures/msprobe/gpu_dump/step";
+  const std::string stats_dir = std::string(ANXIN_SOURCE_DIR) + "/tests/fixtures/msprobe/gpu_dump/step";
   auto s0 = LoadDump(stats_dir + "0/proc2016", {});
   auto s1 = LoadDump(stats_dir + "1/proc2016", {});
   ASSERT_THAT(s0, IsOk());

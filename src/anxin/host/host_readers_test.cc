@@ -34,7 +34,7 @@ std::string Slurp(const std::string& path) {
 }
 
 std::string SharedSample(const std::string& name) {
-  std::string text = Slurp(std::string(ANXIN_SHARED_DIR) + "/fixtures/ascend/" + name);
+  std::string text = Slurp(std::string(ANXIN_SOURCE_DIR) + "/tests/fixtures/ascend/" + name);
   EXPECT_FALSE(text.empty()) << name;
   return text;
 }

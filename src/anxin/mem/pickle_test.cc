@@ -102,8 +102,8 @@ TEST(PickleTest, TruncatedAndCorruptInputIsDataLoss) {
 }
 
 TEST(PickleTest, ReadsTheRealSnapshots) {
-  auto doc = ReadPickleFile(std::string(ANXIN_SHARED_DIR) +
-                            "/data/mem-traces/cs336-memory_ctx128_fullstep.pickle");
+  auto doc = ReadPickleFile(std::string(ANXIN_SOURCE_DIR) +
+                            "/tests/fixtures/mem-traces/cs336-memory_ctx128_fullstep.pickle");
   ASSERT_THAT(doc, IsOk());
   const PickleNode* segments = doc->Find(doc->root(), "segments");
   ASSERT_NE(segments, nullptr);
@@ -127,8 +127,8 @@ TEST(TraceTest, SnapshotStateIsReconstructedAtTheFirstEntry) {
 }
 
 TEST(TraceTest, RealSnapshotBeginsWithLiveMemory) {
-  auto t = ReadTrace(std::string(ANXIN_SHARED_DIR) +
-                     "/data/mem-traces/cs336-memory_ctx128_fullstep.pickle");
+  auto t = ReadTrace(std::string(ANXIN_SOURCE_DIR) +
+                     "/tests/fixtures/mem-traces/cs336-memory_ctx128_fullstep.pickle");
   ASSERT_THAT(t, IsOk());
   // About 12.9 GB were live when recording started.
   EXPECT_EQ(t->initial_live.size(), 324u);
@@ -138,8 +138,8 @@ TEST(TraceTest, RealSnapshotBeginsWithLiveMemory) {
 }
 
 TEST(TraceTest, EmptyCacheCallsAreRecognised) {
-  auto t = ReadTrace(std::string(ANXIN_SHARED_DIR) +
-                     "/data/mem-traces/cs336-memory_ctx256_forward_.pickle");
+  auto t = ReadTrace(std::string(ANXIN_SOURCE_DIR) +
+                     "/tests/fixtures/mem-traces/cs336-memory_ctx256_forward_.pickle");
   ASSERT_THAT(t, IsOk());
   ASSERT_FALSE(t->events.empty());
   EXPECT_EQ(t->events[0].action, TraceEvent::Action::kEmptyCache);

@@ -14,7 +14,7 @@ namespace {
 using ::anxin::testing::IsOk;
 
 std::string Snapshot(const std::string& name) {
-  return std::string(ANXIN_SHARED_DIR) + "/data/mem-traces/" + name;
+  return std::string(ANXIN_SOURCE_DIR) + "/tests/fixtures/mem-traces/" + name;
 }
 
 double RelDiff(double a, double b) { return std::abs(a - b) / b; }
