@@ -1,14 +1,41 @@
-// gtest matchers for Result and Status.
+// Test helpers shared by every module's unit and integration tests: gtest
+// matchers for Result and Status, a scratch directory, paths into the source
+// tree, and running the built `anxin` program the way a user does.
 //
 //   EXPECT_THAT(LoadScenario("ok.yaml"), IsOk());
 //   EXPECT_THAT(LoadScenario("bad.yaml"), HasCode(ErrorCode::kInvalidArgument));
 //   EXPECT_THAT(r, HasCode(ErrorCode::kInvalidArgument, HasSubstr("line 3")));
+//
+//   TempDir dir;                                   // removed at scope exit
+//   std::string cfg = dir.Write("g.yaml", "log:\n  level: debug\n");
+//   CommandOutput out = RunAnxin({"--config", cfg, "config", "--json"});
+//   EXPECT_EQ(out.exit_code, 0) << out.stderr_text;
+//   std::string golden = ReadTextFile(FixturePath("compare/table.txt"));
+//
+// Paths come from the ANXIN_SOURCE_DIR and ANXIN_BINARY_DIR definitions that
+// anxin_test() (cmake/AnxinHelpers.cmake) gives every test executable; tests
+// never read anything outside the repository and the build tree.
+//
+// Thread safety: TempDir objects are independent; RunAnxin may be called from
+// several threads at once.
 #ifndef ANXIN_BASE_TESTING_H_
 #define ANXIN_BASE_TESTING_H_
 
 #include <gmock/gmock.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
 
 #include "anxin/base/error.h"
+#include "anxin/base/subprocess.h"
 
 namespace anxin::testing {
 
@@ -38,6 +65,121 @@ MATCHER_P2(HasCode, code, message_matcher,
   return arg.error().code() == code &&
          ::testing::ExplainMatchResult(message_matcher, arg.error().Describe(), result_listener);
 }
+
+// The whole file as bytes; "" when it cannot be read (the test's own
+// expectations then fail on the content).
+inline std::string ReadTextFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Writes text to path, creating the parent directories.
+inline void WriteTextFile(const std::string& path, std::string_view text) {
+  std::filesystem::path p(path);
+  if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path());
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(text.data(), static_cast<std::streamsize>(text.size()));
+}
+
+// A fresh directory, removed with everything in it when the object goes.
+// Under /dev/shm when it is writable (fast, and nothing is left on disk after
+// a crash), else under $TMPDIR.
+class TempDir {
+ public:
+  explicit TempDir(std::string_view prefix = "anxin-test") {
+    namespace fs = std::filesystem;
+    fs::path base =
+        ::access("/dev/shm", W_OK) == 0 ? fs::path("/dev/shm") : fs::temp_directory_path();
+    std::string templ = (base / (std::string(prefix) + "-XXXXXX")).string();
+    if (::mkdtemp(templ.data()) == nullptr) {
+      ADD_FAILURE() << "mkdtemp " << templ << " failed";
+    }
+    path_ = templ;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+
+  const std::string& path() const { return path_; }
+  // path()/name (not created).
+  std::string operator/(std::string_view name) const { return path_ + "/" + std::string(name); }
+  // Writes name (subdirectories allowed) and returns its full path.
+  std::string Write(std::string_view name, std::string_view text) const {
+    std::string p = *this / name;
+    WriteTextFile(p, text);
+    return p;
+  }
+  std::string Read(std::string_view name) const { return ReadTextFile(*this / name); }
+  // Creates the directory path()/name (and its parents); returns its path.
+  std::string Mkdir(std::string_view name) const {
+    std::string p = *this / name;
+    std::filesystem::create_directories(p);
+    return p;
+  }
+  // A recursive copy of `from` (symbolic links kept as links) at path()/name.
+  std::string CopyTree(const std::string& from, std::string_view name) const {
+    std::string to = *this / name;
+    std::filesystem::copy(from, to,
+                          std::filesystem::copy_options::recursive |
+                              std::filesystem::copy_options::copy_symlinks);
+    return to;
+  }
+
+ private:
+  std::string path_;
+};
+
+#if defined(ANXIN_SOURCE_DIR) && defined(ANXIN_BINARY_DIR)
+
+// A path in the source tree: SourcePath("examples/scenarios/faults.yaml").
+inline std::string SourcePath(std::string_view relative) {
+  return std::string(ANXIN_SOURCE_DIR) + "/" + std::string(relative);
+}
+// A path under tests/fixtures/: FixturePath("ascend/npu-smi-info-1x910B4-idle.txt").
+inline std::string FixturePath(std::string_view relative) {
+  return SourcePath("tests/fixtures/" + std::string(relative));
+}
+// The built `anxin` program.
+inline std::string AnxinBinary() { return std::string(ANXIN_BINARY_DIR) + "/anxin"; }
+
+struct RunAnxinOptions {
+  // "NAME=VALUE" entries added to the inherited environment.
+  std::vector<std::string> env{};
+  // Start from an environment with only PATH (and then env): for tests of
+  // ANXIN_* variables that must not see the caller's.
+  bool clear_env = false;
+  std::string cwd{};
+  std::chrono::seconds timeout{120};
+};
+
+// Runs `anxin args...` (an argument vector, no shell) to completion. A
+// failure to start it is a test failure and an exit_code of -1.
+inline CommandOutput RunAnxin(std::vector<std::string> args, RunAnxinOptions options = {}) {
+  args.insert(args.begin(), AnxinBinary());
+  RunOptions run;
+  run.timeout = options.timeout;
+  run.env = std::move(options.env);
+  run.cwd = std::move(options.cwd);
+  if (options.clear_env) {
+    run.clear_env = true;
+    run.env.push_back("PATH=/usr/bin:/bin");
+  }
+  auto r = RunCommand(std::move(args), std::move(run));
+  if (!r) {
+    ADD_FAILURE() << "cannot run anxin: " << r.error().ToString();
+    CommandOutput failed;
+    failed.stderr_text = r.error().ToString();
+    return failed;
+  }
+  return *std::move(r);
+}
+
+#endif  // ANXIN_SOURCE_DIR && ANXIN_BINARY_DIR
 
 }  // namespace anxin::testing
 
