@@ -20,6 +20,10 @@ bool RegisterCommand(CommandSpec spec) {
   return true;
 }
 
+bool RegisterCommandGroup(std::string name, std::string summary) {
+  return RegisterCommand({std::move(name), std::move(summary), nullptr});
+}
+
 std::vector<CommandSpec> RegisteredCommands() {
   std::vector<CommandSpec> out;
   for (const auto& [name, spec] : Registry()) out.push_back(spec);

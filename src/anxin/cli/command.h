@@ -15,6 +15,15 @@
 //
 // The returned function runs after parsing and returns the exit status
 // (exit_codes.h). Commands print results to stdout and diagnostics to stderr.
+//
+// Commands that share a parent (`anxin bench comm`, `anxin bench serve`) each
+// live in a file of their own, and the parent is a group with a summary:
+//
+//   ANXIN_REGISTER_COMMAND_GROUP(bench, "stress tests and load tests");   // bench_cmd.cc
+//   ANXIN_REGISTER_SUBCOMMAND(bench, comm, "collective stress tests", Setup);
+//
+// A group runs nothing itself: `anxin bench` alone is a usage error that
+// lists its commands.
 #ifndef ANXIN_CLI_COMMAND_H_
 #define ANXIN_CLI_COMMAND_H_
 
@@ -45,15 +54,20 @@ using CommandMain = std::function<int(const GlobalOptions&)>;
 using CommandSetup = std::function<CommandMain(CLI::App&)>;
 
 struct CommandSpec {
+  // "devices", or "bench comm" for a command inside the group "bench".
   std::string name;
   std::string summary;
+  // Unset for a group.
   CommandSetup setup;
 };
 
 // Adds a command; returns true so it can initialise a static.
 bool RegisterCommand(CommandSpec spec);
+// Adds a group of commands (a CommandSpec without setup).
+bool RegisterCommandGroup(std::string name, std::string summary);
 
-// All registered commands, sorted by name.
+// All registered commands and groups, sorted by name (so a group comes
+// before its members).
 std::vector<CommandSpec> RegisteredCommands();
 
 // Prints "error: <description>" to stderr and returns the exit code for it.
@@ -64,5 +78,13 @@ int ReportError(const Error& error);
 #define ANXIN_REGISTER_COMMAND(name, summary, setup)                         \
   [[maybe_unused]] const bool anxin_registered_command_##name =              \
       ::anxin::cli::RegisterCommand({#name, summary, setup})
+
+#define ANXIN_REGISTER_COMMAND_GROUP(name, summary)            \
+  [[maybe_unused]] const bool anxin_registered_group_##name = \
+      ::anxin::cli::RegisterCommandGroup(#name, summary)
+
+#define ANXIN_REGISTER_SUBCOMMAND(group, name, summary, setup)               \
+  [[maybe_unused]] const bool anxin_registered_command_##group##_##name =    \
+      ::anxin::cli::RegisterCommand({#group " " #name, summary, setup})
 
 #endif  // ANXIN_CLI_COMMAND_H_

@@ -6,8 +6,12 @@
 // ANXIN_* environment variables < command-line flags.
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <string>
+#include <vector>
 
 #include "anxin/base/global_config.h"
 #include "anxin/base/log.h"
@@ -65,8 +69,34 @@ int main(int argc, char** argv) {
   app.add_flag("--json", global.json, "machine-readable JSON on stdout");
 
   CommandMain chosen;
-  for (auto& spec : RegisteredCommands()) {
-    CLI::App* sub = app.add_subcommand(spec.name, spec.summary);
+  std::map<std::string, CLI::App*> apps;
+  const std::vector<CommandSpec> specs = RegisteredCommands();
+  for (const auto& spec : specs) {
+    // A group none of whose commands is built in is left out.
+    if (!spec.setup && std::none_of(specs.begin(), specs.end(), [&](const CommandSpec& m) {
+          return m.name.starts_with(spec.name + " ");
+        })) {
+      continue;
+    }
+    // "bench comm": the command "comm" inside the group "bench", which sorts
+    // (and so is added) before its members.
+    CLI::App* parent = &app;
+    std::string leaf = spec.name;
+    if (auto space = spec.name.rfind(' '); space != std::string::npos) {
+      auto it = apps.find(spec.name.substr(0, space));
+      if (it == apps.end()) {
+        std::fprintf(stderr, "error: internal: command '%s' has no group\n", spec.name.c_str());
+        return kExitUsage;
+      }
+      parent = it->second;
+      leaf = spec.name.substr(space + 1);
+    }
+    CLI::App* sub = parent->add_subcommand(leaf, spec.summary);
+    apps[spec.name] = sub;
+    if (!spec.setup) {
+      sub->require_subcommand(1);
+      continue;
+    }
     CommandMain run = spec.setup(*sub);
     sub->callback([&chosen, run] { chosen = run; });
   }
