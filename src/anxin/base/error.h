@@ -3,13 +3,22 @@
 // An Error carries a code chosen by what the caller should do next, a message
 // for a person, and a chain of context added as it rises through the layers:
 //
-//   Result<Scenario> LoadScenario(const std::string& path) {
-//     ANXIN_ASSIGN_OR_RETURN(auto text, ReadFile(path));
-//     ANXIN_TRY(Validate(text));
-//     ...
+//   #include "anxin/base/file.h"   // ReadFile
+//
+//   struct Scenario { std::string text; };
+//   Status Validate(const std::string& text) {
+//     if (text.empty()) return InvalidArgument("the scenario is empty");
+//     return Ok();
 //   }
-//   auto r = LoadScenario("x.yaml");
-//   if (!r) std::cerr << r.error().ToString();  // "invalid argument: ...: ..."
+//   Result<Scenario> LoadScenario(const std::string& path) {
+//     ANXIN_ASSIGN_OR_RETURN(std::string text, ReadFile(path));
+//     ANXIN_TRY(Validate(text));
+//     return Scenario{std::move(text)};
+//   }
+//   void Report() {
+//     auto r = LoadScenario("x.yaml");
+//     if (!r) std::cerr << r.error().ToString();  // "invalid argument: the scenario is empty"
+//   }
 //
 // Thread safety: Error is a value type; distinct objects may be used from
 // different threads.
@@ -74,9 +83,21 @@ class [[nodiscard]] Error {
   std::vector<std::string> context_;
 };
 
+// A value or the Error that stopped it. A std::expected<T, Error> in every
+// respect, and [[nodiscard]] as a type: a call whose Result is dropped does not
+// compile (-Werror), whichever function returned it. Where ignoring a failure
+// is really right, say so: `(void)RemoveStaleFile(path);  // best effort`.
 template <typename T>
-using Result = std::expected<T, Error>;
-using Status = std::expected<void, Error>;
+class [[nodiscard]] Result : public std::expected<T, Error> {
+ public:
+  using Base = std::expected<T, Error>;
+  using Base::Base;
+  Result() = default;
+  // From a plain std::expected (std::expected's own monadic operations return one).
+  Result(const Base& other) : Base(other) {}
+  Result(Base&& other) : Base(std::move(other)) {}
+};
+using Status = Result<void>;
 
 inline Status Ok() { return {}; }
 

@@ -112,7 +112,7 @@ class Subprocess {
 
   // Starts the child. A missing executable -> kNotFound naming it; a bad cwd
   // or another failure before exec -> the errno's code with what failed.
-  [[nodiscard]] static Result<std::unique_ptr<Subprocess>> Start(SubprocessOptions options);
+  static Result<std::unique_ptr<Subprocess>> Start(SubprocessOptions options);
 
   // Kills the group (SIGKILL) if it still runs, reaps, and joins the I/O thread.
   ~Subprocess();
@@ -125,12 +125,12 @@ class Subprocess {
 
   // Blocks until the child is reaped and its output delivered, or until the
   // deadline (-> kDeadlineExceeded; the child keeps running).
-  [[nodiscard]] Result<ExitStatus> Wait(std::optional<Clock::time_point> deadline = std::nullopt);
+  Result<ExitStatus> Wait(std::optional<Clock::time_point> deadline = std::nullopt);
   // SIGTERM to the group, up to `grace` for it to exit, then SIGKILL to the
   // group; returns how the leader ended. Returns at once if already done.
-  [[nodiscard]] Result<ExitStatus> Stop(std::chrono::nanoseconds grace = std::chrono::seconds(5));
+  Result<ExitStatus> Stop(std::chrono::nanoseconds grace = std::chrono::seconds(5));
   // Sends sig to the whole group, unless the child has already been reaped.
-  [[nodiscard]] Status Signal(int sig);
+  Status Signal(int sig);
   // True until the child has been reaped and its output delivered.
   bool Running() const;
 
@@ -166,8 +166,7 @@ struct RunOptions {
 
 // Runs argv to completion and returns its output. A failure to start is an
 // error; a non-zero exit or a timeout is not (see CommandOutput).
-[[nodiscard]] Result<CommandOutput> RunCommand(std::vector<std::string> argv,
-                                               RunOptions options = {});
+Result<CommandOutput> RunCommand(std::vector<std::string> argv, RunOptions options = {});
 
 // "SIGKILL" for 9; "signal 77" for numbers without a name.
 std::string SignalName(int sig);
@@ -177,7 +176,7 @@ std::string SignalName(int sig);
 // re-parented here instead of to init, so a supervisor can still signal and
 // reap them (waitpid(-pgid, ...) for a stopped group). Process-wide and
 // inherited by nothing; call once at start-up.
-[[nodiscard]] Status BecomeSubreaper();
+Status BecomeSubreaper();
 
 }  // namespace anxin
 

@@ -40,8 +40,8 @@ void RegisterBackend(std::string name, std::string summary, BackendFactory facto
 // kInvalidArgument for an unknown name (the message lists the known ones);
 // otherwise whatever the backend's factory returns (a bad scenario is
 // kInvalidArgument, a missing vendor library kUnavailable).
-[[nodiscard]] Result<std::unique_ptr<DeviceBackend>> CreateBackend(std::string_view name,
-                                                                   const BackendOptions& options);
+Result<std::unique_ptr<DeviceBackend>> CreateBackend(std::string_view name,
+                                                     const BackendOptions& options);
 
 struct BackendEntry {
   std::string name;

@@ -33,7 +33,7 @@ struct HostEntry {
 // One host per line: "[user@]host[:port]" or "[user@][v6addr]:port"; '#'
 // comments. Names starting with '-' or holding characters outside
 // [A-Za-z0-9._@:[]-] are refused (they would reach ssh as options).
-[[nodiscard]] Result<std::vector<HostEntry>> ParseHostsFile(std::string_view text);
+Result<std::vector<HostEntry>> ParseHostsFile(std::string_view text);
 
 struct RemoteOptions {
   std::string ssh = "ssh";

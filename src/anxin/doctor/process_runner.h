@@ -25,8 +25,7 @@ struct ProcessOutput {
   std::string err;
 };
 
-[[nodiscard]] Result<ProcessOutput> RunProcess(const std::vector<std::string>& argv,
-                                               double timeout_s);
+Result<ProcessOutput> RunProcess(const std::vector<std::string>& argv, double timeout_s);
 
 // The first executable named `name` on PATH, or in one of extra_dirs; "" if none.
 std::string FindExecutable(const std::string& name,

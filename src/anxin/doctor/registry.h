@@ -38,7 +38,7 @@ class CheckRegistry {
   // Checks selected by a comma-separated list of ids or id prefixes
   // ("irq,qos.ecn"); empty selects all. Unknown names are kInvalidArgument
   // listing the known ids.
-  [[nodiscard]] Result<std::vector<const Check*>> Select(std::string_view only) const;
+  Result<std::vector<const Check*>> Select(std::string_view only) const;
 
  private:
   std::vector<Check> checks_;

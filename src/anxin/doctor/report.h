@@ -36,7 +36,7 @@ std::string RenderTable(const Report& report, bool verbose = false);
 
 nlohmann::json ToJson(const Report& report);
 // Reads back what ToJson wrote (another anxin's --json output).
-[[nodiscard]] Result<Report> ReportFromJson(const nlohmann::json& j);
+Result<Report> ReportFromJson(const nlohmann::json& j);
 
 }  // namespace anxin::doctor
 

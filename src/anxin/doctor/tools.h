@@ -27,7 +27,7 @@ class ToolSource {
  public:
   virtual ~ToolSource() = default;
   // argv[0] is the tool's name; returns its standard output.
-  [[nodiscard]] virtual Result<std::string> Run(const std::vector<std::string>& argv) = 0;
+  virtual Result<std::string> Run(const std::vector<std::string>& argv) = 0;
 };
 
 // Live tools for the "/" root, captured files for any other root.

@@ -34,7 +34,7 @@ struct NpuNumaBinding {
 
 // A line that names no NPU or has a malformed value is kInvalidArgument naming
 // "ascend_numa.conf:LINE".
-[[nodiscard]] Result<std::vector<NpuNumaBinding>> ParseAscendNumaConf(std::string_view text);
+Result<std::vector<NpuNumaBinding>> ParseAscendNumaConf(std::string_view text);
 
 }  // namespace anxin::host
 

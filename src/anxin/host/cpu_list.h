@@ -16,7 +16,7 @@
 namespace anxin::host {
 
 // Sorted, without duplicates. An empty string is an empty list.
-[[nodiscard]] Result<std::vector<int>> ParseCpuList(std::string_view text);
+Result<std::vector<int>> ParseCpuList(std::string_view text);
 std::string FormatCpuList(const std::vector<int>& cpus);
 
 }  // namespace anxin::host

@@ -30,9 +30,9 @@ struct InterruptTable {
 
 // Rows shorter than the header (a driver that prints fewer columns) keep the
 // counts they have. A missing or malformed header is kDataLoss.
-[[nodiscard]] Result<InterruptTable> ParseInterrupts(std::string_view text);
+Result<InterruptTable> ParseInterrupts(std::string_view text);
 
-[[nodiscard]] Result<std::vector<int>> ReadIrqAffinity(const HostRoot& root, int irq);
+Result<std::vector<int>> ReadIrqAffinity(const HostRoot& root, int irq);
 std::string IrqAffinityPath(int irq);
 
 }  // namespace anxin::host

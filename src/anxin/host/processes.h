@@ -40,7 +40,7 @@ struct ProcessInfo {
 };
 
 // Numeric entries of /proc, sorted.
-[[nodiscard]] Result<std::vector<int>> ListPids(const HostRoot& root);
+Result<std::vector<int>> ListPids(const HostRoot& root);
 // PIDs whose comm equals name.
 std::vector<int> FindProcessesByName(const HostRoot& root, std::string_view name);
 // "/dev/davinci3" -> {npu, 3}; "/dev/nvidia2" -> {gpu, 2}; control nodes
@@ -49,12 +49,12 @@ std::optional<AcceleratorRef> ParseAcceleratorPath(std::string_view link_target)
 // Processes holding an accelerator device open (their fd links), with status,
 // numa_maps and environ read. Other users' processes whose fd directory we
 // may not read are skipped silently: that is normal without root.
-[[nodiscard]] Result<std::vector<ProcessInfo>> ReadAcceleratorProcesses(const HostRoot& root);
+Result<std::vector<ProcessInfo>> ReadAcceleratorProcesses(const HostRoot& root);
 
 std::map<int, int64_t> ParseNumaMaps(std::string_view text);
 Environment ParseEnviron(std::string_view nul_separated);
 // KEY=VALUE lines, '#' comments, optional "export " prefix and quotes.
-[[nodiscard]] Result<Environment> ParseEnvFile(std::string_view text);
+Result<Environment> ParseEnvFile(std::string_view text);
 
 }  // namespace anxin::host
 

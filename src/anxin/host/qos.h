@@ -34,14 +34,14 @@ struct MlnxQos {
 // Accepts the full output and the shorter excerpts seen in documentation
 // (only some "prio:N dscp:a,b," lines). Output without a trust, dscp2prio or
 // PFC section is kDataLoss (the tool failed or printed something else).
-[[nodiscard]] Result<MlnxQos> ParseMlnxQos(std::string_view text);
+Result<MlnxQos> ParseMlnxQos(std::string_view text);
 
 // `hccn_tool -i N -pfc -g`: "priority 0 1 ... 7" / "enabled 0 0 0 0 1 0 0 0".
-[[nodiscard]] Result<std::array<bool, 8>> ParsePfcTable(std::string_view text);
+Result<std::array<bool, 8>> ParsePfcTable(std::string_view text);
 
 // `hccn_tool -i N -dscp_to_tc -g`: one mapping per line, the DSCP and TC as
 // the numbers after the words "dscp" and "tc" ("dscp:33 tc:4", "DSCP 33 -> TC 4").
-[[nodiscard]] Result<std::map<int, int>> ParseHccnDscpToTc(std::string_view text);
+Result<std::map<int, int>> ParseHccnDscpToTc(std::string_view text);
 
 // /sys/class/net/IF/ecn/roce_np|roce_rp/enable/<prio> and roce_np/cnp_dscp.
 struct RoceEcn {

@@ -32,17 +32,17 @@ class HostRoot {
   std::string Path(std::string_view host_path) const;
 
   // Whole contents (works for /proc files that report size 0).
-  [[nodiscard]] Result<std::string> ReadFile(std::string_view host_path) const;
+  Result<std::string> ReadFile(std::string_view host_path) const;
   // Contents with trailing white space removed (sysfs attribute files).
-  [[nodiscard]] Result<std::string> ReadAttr(std::string_view host_path) const;
+  Result<std::string> ReadAttr(std::string_view host_path) const;
   // Sorted entry names without "." and "..".
-  [[nodiscard]] Result<std::vector<std::string>> ListDir(std::string_view host_path) const;
+  Result<std::vector<std::string>> ListDir(std::string_view host_path) const;
   // The target of a symbolic link, as stored.
-  [[nodiscard]] Result<std::string> ReadLink(std::string_view host_path) const;
+  Result<std::string> ReadLink(std::string_view host_path) const;
   bool Exists(std::string_view host_path) const;
   // Overwrites an existing file (O_WRONLY|O_TRUNC, no create), as one writes
   // to /proc/irq/N/smp_affinity_list.
-  [[nodiscard]] Status WriteExisting(std::string_view host_path, std::string_view content) const;
+  Status WriteExisting(std::string_view host_path, std::string_view content) const;
 
  private:
   std::string root_;  // "" for "/", else the prefix without a trailing '/'

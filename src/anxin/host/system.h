@@ -17,7 +17,7 @@
 namespace anxin::host {
 
 // /proc/meminfo values in kB (or pages for the HugePages_* counters).
-[[nodiscard]] Result<std::map<std::string, int64_t>> ParseMeminfo(std::string_view text);
+Result<std::map<std::string, int64_t>> ParseMeminfo(std::string_view text);
 
 struct HugePages {
   int64_t mem_total_kb = 0;
@@ -28,13 +28,13 @@ struct HugePages {
   std::string thp_enabled;  // the bracketed choice of transparent_hugepage/enabled, "" if absent
 };
 
-[[nodiscard]] Result<HugePages> ReadHugePages(const HostRoot& root);
+Result<HugePages> ReadHugePages(const HostRoot& root);
 // "always [madvise] never" -> "madvise".
 std::string SelectedChoice(std::string_view sysfs_choices);
 
 // scaling_governor of every CPU that has cpufreq; empty map when the kernel
 // exposes no cpufreq (virtual machines, some containers).
-[[nodiscard]] Result<std::map<int, std::string>> ReadGovernors(const HostRoot& root);
+Result<std::map<int, std::string>> ReadGovernors(const HostRoot& root);
 
 }  // namespace anxin::host
 

@@ -31,7 +31,7 @@ struct NumaNode {
 
 // /sys/devices/system/node/node*/cpulist, sorted by id. A host without the
 // node directory (NUMA off) reads as one node 0 holding every online CPU.
-[[nodiscard]] Result<std::vector<NumaNode>> ReadNumaNodes(const HostRoot& root);
+Result<std::vector<NumaNode>> ReadNumaNodes(const HostRoot& root);
 // The node that holds cpu, or -1.
 int NodeOfCpu(const std::vector<NumaNode>& nodes, int cpu);
 const NumaNode* FindNode(const std::vector<NumaNode>& nodes, int id);
@@ -59,7 +59,7 @@ DeviceKind ClassifyPci(uint16_t vendor, uint16_t device, uint32_t class_code);
 // Every device under /sys/bus/pci/devices, sorted by address. A device whose
 // vendor file cannot be read is skipped; the read errors are not fatal
 // because sysfs entries can vanish while we read (hot unplug).
-[[nodiscard]] Result<std::vector<PciDevice>> ReadPciDevices(const HostRoot& root);
+Result<std::vector<PciDevice>> ReadPciDevices(const HostRoot& root);
 
 // "0000:3F:00.0" -> "0000:3f:00.0"; "3F:00.0" -> "0000:3f:00.0".
 std::string NormalizePciAddress(std::string_view address);

@@ -83,8 +83,8 @@ struct AllocatorStats {
 class Allocator {
  public:
   // REQUIRES: provider != nullptr.
-  [[nodiscard]] static Result<std::unique_ptr<Allocator>> Create(std::unique_ptr<Provider> provider,
-                                                                 AllocatorOptions options);
+  static Result<std::unique_ptr<Allocator>> Create(std::unique_ptr<Provider> provider,
+                                                   AllocatorOptions options);
   ~Allocator();
   Allocator(const Allocator&) = delete;
   Allocator& operator=(const Allocator&) = delete;
@@ -92,15 +92,15 @@ class Allocator {
   // A block of at least `size` bytes, 512-byte aligned, usable on `stream`.
   // kResourceExhausted (message carries the stats) when neither the pool, the
   // reclaim path nor expansion can supply it.
-  [[nodiscard]] Result<uint64_t> Allocate(uint64_t size, uint64_t stream = 0);
+  Result<uint64_t> Allocate(uint64_t size, uint64_t stream = 0);
   // kInvalidArgument for an address this allocator did not hand out.
-  [[nodiscard]] Status Free(uint64_t addr);
+  Status Free(uint64_t addr);
   // Returns every cached block and idle chunk to the device.
-  [[nodiscard]] Status EmptyCache();
+  Status EmptyCache();
   AllocatorStats Stats() const;
   // Checks the internal invariants (tests): contiguity, no overlap, merged
   // neighbours, consistent counters and mappings.
-  [[nodiscard]] Status CheckInvariants() const;
+  Status CheckInvariants() const;
   const Provider& provider() const { return *provider_; }
 
   struct State;  // the implementation (allocator.cc)

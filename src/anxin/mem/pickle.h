@@ -60,8 +60,8 @@ class PickleDoc {
 
 // kDataLoss for truncated or corrupt input, kInvalidArgument for opcodes
 // outside plain data.
-[[nodiscard]] Result<PickleDoc> ParsePickle(std::string_view bytes);
-[[nodiscard]] Result<PickleDoc> ReadPickleFile(const std::string& path);
+Result<PickleDoc> ParsePickle(std::string_view bytes);
+Result<PickleDoc> ReadPickleFile(const std::string& path);
 
 }  // namespace anxin::mem
 

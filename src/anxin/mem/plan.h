@@ -45,9 +45,9 @@ struct ModelShape {
 };
 
 // "fp32-master,bf16-params,bf16-grads,fp16-acts" and the like.
-[[nodiscard]] Status ApplyPrecision(const std::string& policy, ModelShape& shape);
+Status ApplyPrecision(const std::string& policy, ModelShape& shape);
 
-[[nodiscard]] Result<Trace> GenerateStepTrace(const ModelShape& shape);
+Result<Trace> GenerateStepTrace(const ModelShape& shape);
 
 struct PlanCandidate {
   uint64_t block_size = 0;
@@ -81,7 +81,7 @@ struct Plan {
   std::vector<ShardTrial> shard_trials;
 };
 
-[[nodiscard]] Result<Plan> MakePlan(const ModelShape& shape, uint64_t device_memory);
+Result<Plan> MakePlan(const ModelShape& shape, uint64_t device_memory);
 
 }  // namespace anxin::mem
 

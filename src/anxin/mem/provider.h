@@ -45,26 +45,26 @@ class Provider {
 
   // Virtual memory. REQUIRES SupportsVirtualMemory(). Sizes are multiples of
   // Granularity().
-  [[nodiscard]] virtual Result<uint64_t> ReserveAddress(uint64_t size) = 0;
-  [[nodiscard]] virtual Status ReleaseAddress(uint64_t va, uint64_t size) = 0;
-  [[nodiscard]] virtual Result<PhysicalHandle> CreatePhysical(uint64_t size) = 0;
-  [[nodiscard]] virtual Status ReleasePhysical(PhysicalHandle handle, uint64_t size) = 0;
+  virtual Result<uint64_t> ReserveAddress(uint64_t size) = 0;
+  virtual Status ReleaseAddress(uint64_t va, uint64_t size) = 0;
+  virtual Result<PhysicalHandle> CreatePhysical(uint64_t size) = 0;
+  virtual Status ReleasePhysical(PhysicalHandle handle, uint64_t size) = 0;
   // Maps `handle` (of `size` bytes) at `va` with read/write access.
-  [[nodiscard]] virtual Status Map(uint64_t va, uint64_t size, PhysicalHandle handle) = 0;
+  virtual Status Map(uint64_t va, uint64_t size, PhysicalHandle handle) = 0;
   // Waits until no device work queued so far can touch memory. A block the
   // framework has freed may still be in use by kernels in flight on its
   // stream (reuse on the same stream is ordered; unmapping is not), so the
   // allocator calls this once before each batch of Unmap calls: a reclaim
   // pass, empty_cache, teardown. Providers with no asynchronous work keep the
   // default.
-  [[nodiscard]] virtual Status Synchronize() { return Ok(); }
+  virtual Status Synchronize() { return Ok(); }
   // Unmaps the range. REQUIRES Synchronize() since the range was last handed
   // out; the unmap itself does not wait for the device.
-  [[nodiscard]] virtual Status Unmap(uint64_t va, uint64_t size) = 0;
+  virtual Status Unmap(uint64_t va, uint64_t size) = 0;
 
   // Plain device allocation (cudaMalloc-like); every provider supports it.
-  [[nodiscard]] virtual Result<uint64_t> Allocate(uint64_t size) = 0;
-  [[nodiscard]] virtual Status Free(uint64_t ptr, uint64_t size) = 0;
+  virtual Result<uint64_t> Allocate(uint64_t size) = 0;
+  virtual Status Free(uint64_t ptr, uint64_t size) = 0;
 };
 
 // The simulated device.

@@ -73,7 +73,7 @@ struct ReplayResult {
   const PolicyResult* Find(const std::string& name) const;
 };
 
-[[nodiscard]] Result<ReplayResult> Replay(const Trace& trace, const ReplayOptions& options);
+Result<ReplayResult> Replay(const Trace& trace, const ReplayOptions& options);
 
 }  // namespace anxin::mem
 

@@ -20,7 +20,7 @@ std::string PlanText(const Plan& p);
 nlohmann::json PlanJson(const Plan& p);
 // "1.23 GiB".
 std::string HumanBytes(uint64_t bytes);
-[[nodiscard]] Status WriteTextFile(const std::string& path, const std::string& text);
+Status WriteTextFile(const std::string& path, const std::string& text);
 
 }  // namespace anxin::mem
 

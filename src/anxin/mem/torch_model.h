@@ -39,13 +39,13 @@ class TorchCachingModel {
   TorchCachingModel& operator=(const TorchCachingModel&) = delete;
 
   // The state at the start of a trace: a segment, then blocks live in it.
-  [[nodiscard]] Status AddSegment(uint64_t addr, uint64_t size, uint64_t stream, bool small);
+  Status AddSegment(uint64_t addr, uint64_t size, uint64_t stream, bool small);
   // block_size 0: the requested size rounded to 512 B.
-  [[nodiscard]] Status PlaceLive(uint64_t addr, uint64_t requested, uint64_t block_size);
+  Status PlaceLive(uint64_t addr, uint64_t requested, uint64_t block_size);
 
   // kResourceExhausted when the device cannot hold another segment.
-  [[nodiscard]] Result<uint64_t> Malloc(uint64_t size, uint64_t stream);
-  [[nodiscard]] Status Free(uint64_t addr);
+  Result<uint64_t> Malloc(uint64_t size, uint64_t stream);
+  Status Free(uint64_t addr);
   void EmptyCache();
 
   uint64_t reserved() const { return reserved_; }
@@ -62,7 +62,7 @@ class TorchCachingModel {
   // Recounts from the blocks what the model keeps or looks up (the split free
   // bytes, the allocated bytes, the largest free block, each pool's
   // membership); kInternal on a difference. For tests: it walks every block.
-  [[nodiscard]] Status CheckInvariants() const;
+  Status CheckInvariants() const;
 
   struct Block;
 

@@ -69,11 +69,11 @@ struct Trace {
 // freed during it; likewise segments). free_completed is the free;
 // segment_free entries from torch.cuda.empty_cache() become kEmptyCache.
 // device < 0 picks the device with the longest trace.
-[[nodiscard]] Result<Trace> TraceFromSnapshot(const PickleDoc& doc, int device = -1);
-[[nodiscard]] Result<Trace> ReadJsonlTrace(const std::string& path);
+Result<Trace> TraceFromSnapshot(const PickleDoc& doc, int device = -1);
+Result<Trace> ReadJsonlTrace(const std::string& path);
 // Either format, by content (a pickle starts with byte 0x80).
-[[nodiscard]] Result<Trace> ReadTrace(const std::string& path, int device = -1);
-[[nodiscard]] Status WriteJsonlTrace(const Trace& trace, const std::string& path);
+Result<Trace> ReadTrace(const std::string& path, int device = -1);
+Status WriteJsonlTrace(const Trace& trace, const std::string& path);
 
 }  // namespace anxin::mem
 

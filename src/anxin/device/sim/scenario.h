@@ -108,18 +108,18 @@ struct Scenario {
   Capabilities capabilities;
 };
 
-[[nodiscard]] Result<Scenario> ParseScenario(const ConfigNode& root);
-[[nodiscard]] Result<Scenario> ParseScenarioText(std::string_view yaml, std::string source_name);
-[[nodiscard]] Result<Scenario> LoadScenario(const std::string& path);
+Result<Scenario> ParseScenario(const ConfigNode& root);
+Result<Scenario> ParseScenarioText(std::string_view yaml, std::string source_name);
+Result<Scenario> LoadScenario(const std::string& path);
 
 // The scenarios shipped in examples/scenarios/, compiled in so that the
 // program needs no files at run time: "default", "demo", ...
-[[nodiscard]] Result<Scenario> BuiltinScenario(std::string_view name);
+Result<Scenario> BuiltinScenario(std::string_view name);
 std::vector<std::string> BuiltinScenarioNames();
 
 // A path to a file, or the name of a built-in scenario when no such file
 // exists; "" means "default".
-[[nodiscard]] Result<Scenario> ResolveScenario(const std::string& path_or_name);
+Result<Scenario> ResolveScenario(const std::string& path_or_name);
 
 }  // namespace anxin::device::sim
 
