@@ -17,19 +17,19 @@ constexpr int kRingLimitNodes = 64;
 // The inter-node algorithm HCCL_ALGO selects: "level0:NA;level1:ring" -> "ring";
 // older releases take a bare name ("ring").
 std::string HcclInterNodeAlgo(std::string_view v) {
-  for (std::string_view part : host::Split(v, ';')) {
-    part = host::Trim(part);
-    if (host::StartsWith(part, "level1:")) return host::ToLower(host::Trim(part.substr(7)));
+  for (std::string_view part : Split(v, ';')) {
+    part = Trim(part);
+    if (part.starts_with("level1:")) return ToLower(Trim(part.substr(7)));
   }
-  return v.find(':') == std::string_view::npos ? host::ToLower(host::Trim(v)) : "";
+  return v.find(':') == std::string_view::npos ? ToLower(Trim(v)) : "";
 }
 
 // NCCL_ALGO lists allowed algorithms ("Ring", "Tree,Ring"); "^X" excludes.
 bool NcclRingOnly(std::string_view v) {
-  v = host::Trim(v);
+  v = Trim(v);
   if (v.empty() || v.front() == '^') return false;
   std::set<std::string> algos;
-  for (std::string_view a : host::Split(v, ',')) algos.insert(host::ToLower(host::Trim(a)));
+  for (std::string_view a : Split(v, ',')) algos.insert(ToLower(Trim(a)));
   return algos == std::set<std::string>{"ring"};
 }
 
@@ -86,7 +86,7 @@ Finding Timeouts(const HostFacts& f) {
                (def >= warn_at ? std::string(" (") + what + ")" : ""));
       return;
     }
-    auto n = host::ParseInt(*v);
+    auto n = ParseInt(*v);
     if (!n || *n < 0) {
       Note(r, Severity::kFail, std::string(var) + "=" + *v + " is not a number of seconds");
     } else if (*n == 0 || *n >= warn_at) {
@@ -150,12 +150,11 @@ void CheckAllocConf(const std::string& var, const std::string& value, Finding& r
                                                "pinned_use_background_threads"};
   bool expandable = false;
   for (const std::string& opt : SplitOptions(value)) {
-    std::string_view o = host::Trim(opt);
+    std::string_view o = Trim(opt);
     if (o.empty()) continue;
     size_t colon = o.find(':');
-    std::string key(host::Trim(o.substr(0, colon)));
-    std::string val =
-        colon == std::string_view::npos ? "" : std::string(host::Trim(o.substr(colon + 1)));
+    std::string key(Trim(o.substr(0, colon)));
+    std::string val = colon == std::string_view::npos ? "" : std::string(Trim(o.substr(colon + 1)));
     std::string at = var + ": " + key;
     if (colon == std::string_view::npos || val.empty()) {
       Note(r, Severity::kFail, at + ": expected key:value, got '" + std::string(o) + "'");
@@ -174,7 +173,7 @@ void CheckAllocConf(const std::string& var, const std::string& value, Finding& r
         expandable = val == "True" || val == "true";
       }
     } else if (key == "max_split_size_mb") {
-      auto n = host::ParseInt(val);
+      auto n = ParseInt(val);
       if (!n || *n <= 20)
         Note(r, Severity::kFail, at + ": must be an integer > 20 (MB), got '" + val + "'");
     } else if (key == "garbage_collection_threshold") {
@@ -190,12 +189,12 @@ void CheckAllocConf(const std::string& var, const std::string& value, Finding& r
         Note(r, Severity::kFail, at + ": cudaMallocAsync does not exist on NPUs");
       }
     } else if (key == "pinned_num_register_threads") {
-      auto n = host::ParseInt(val);
+      auto n = ParseInt(val);
       if (!n || *n < 1 || *n > 128 || (*n & (*n - 1)) != 0) {
         Note(r, Severity::kFail, at + ": must be a power of 2 in [1, 128], got '" + val + "'");
       }
     } else if (key == "roundup_power2_divisions" && val.front() != '[') {
-      auto n = host::ParseInt(val);
+      auto n = ParseInt(val);
       if (!n || *n < 1 || (*n & (*n - 1)) != 0) {
         Note(r, Severity::kFail, at + ": must be a power of 2, got '" + val + "'");
       }
@@ -227,9 +226,8 @@ Finding AllocConf(const HostFacts& f) {
 }
 
 bool Shared(const std::string& key) {
-  return host::StartsWith(key, "HCCL_") || host::StartsWith(key, "NCCL_") ||
-         host::StartsWith(key, "TORCH_NCCL_") ||
-         (host::StartsWith(key, "PYTORCH_") && key.find("ALLOC_CONF") != std::string::npos);
+  return key.starts_with("HCCL_") || key.starts_with("NCCL_") || key.starts_with("TORCH_NCCL_") ||
+         (key.starts_with("PYTORCH_") && key.find("ALLOC_CONF") != std::string::npos);
 }
 
 Finding RankConsistency(const HostFacts& f) {

@@ -142,7 +142,7 @@ Finding RdmaSl(const HostFacts& f) {
   int sl = 4;
   std::string sl_src = "HCCL_RDMA_SL default 4";
   if (auto v = f.Env("HCCL_RDMA_SL")) {
-    auto n = host::ParseInt(*v);
+    auto n = ParseInt(*v);
     if (!n || *n < 0 || *n > 7) {
       Finding r;
       Note(r, Severity::kFail, "HCCL_RDMA_SL=" + *v + " is not a priority 0-7");

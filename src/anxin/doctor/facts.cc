@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "anxin/host/text.h"
+#include "anxin/base/strings.h"
 
 extern char** environ;
 
@@ -97,7 +97,7 @@ void ChooseEnvironment(HostFacts& f, const CollectOptions& o) {
   }
   auto get = [&](const char* k) -> std::optional<int64_t> {
     auto v = f.Env(k);
-    return v ? host::ParseInt(*v) : std::nullopt;
+    return v ? ParseInt(*v) : std::nullopt;
   };
   if (auto n = get("NNODES")) {
     f.job_nodes = static_cast<int>(*n);

@@ -7,22 +7,22 @@
 #include <set>
 #include <thread>
 
-#include "anxin/host/text.h"
+#include "anxin/base/strings.h"
 
 namespace anxin::doctor {
 
 Result<std::vector<HostEntry>> ParseHostsFile(std::string_view text) {
   std::vector<HostEntry> out;
   int n = 0;
-  for (std::string_view raw : host::SplitLines(text)) {
+  for (std::string_view raw : SplitLines(text)) {
     ++n;
-    std::string_view line = host::Trim(raw.substr(0, raw.find('#')));
+    std::string_view line = Trim(raw.substr(0, raw.find('#')));
     if (line.empty()) continue;
     auto bad = [&](const std::string& why) {
       return InvalidArgument("hosts file line " + std::to_string(n) + ": " + why + " in '" +
                              std::string(line) + "' (expected [user@]host[:port])");
     };
-    if (host::SplitWords(line).size() != 1) return bad("one host per line");
+    if (SplitWords(line).size() != 1) return bad("one host per line");
     if (line.front() == '-') return bad("a host may not start with '-'");
     for (char c : line) {
       if (!std::isalnum(static_cast<unsigned char>(c)) &&
@@ -57,7 +57,7 @@ Result<std::vector<HostEntry>> ParseHostsFile(std::string_view text) {
     }
     if (hostpart.empty() || hostpart.front() == '-') return bad("empty host name");
     if (!port.empty()) {
-      auto p = host::ParseInt(port);
+      auto p = ParseInt(port);
       if (!p || *p < 1 || *p > 65535) return bad("bad port '" + std::string(port) + "'");
       h.port = static_cast<int>(*p);
     }

@@ -6,8 +6,8 @@
 #include <chrono>
 #include <cstdlib>
 
+#include "anxin/base/strings.h"
 #include "anxin/base/subprocess.h"
-#include "anxin/host/text.h"
 
 namespace anxin::doctor {
 
@@ -19,7 +19,7 @@ std::string FindExecutable(const std::string& name, const std::vector<std::strin
   if (name.find('/') != std::string::npos) return ok(name) ? name : "";
   std::vector<std::string> dirs;
   if (const char* path = std::getenv("PATH")) {
-    for (std::string_view d : host::Split(path, ':')) {
+    for (std::string_view d : Split(path, ':')) {
       if (!d.empty()) dirs.emplace_back(d);
     }
   }

@@ -6,8 +6,8 @@
 
 #include <string>
 
+#include "anxin/base/strings.h"
 #include "anxin/doctor/facts.h"
-#include "anxin/host/text.h"
 
 namespace anxin::doctor {
 
@@ -20,7 +20,7 @@ struct TrafficDscp {
 
 inline bool AnyEnvWithPrefix(const HostFacts& f, std::string_view prefix) {
   for (const auto& [k, v] : f.env) {
-    if (host::StartsWith(k, prefix)) return true;
+    if (k.starts_with(prefix)) return true;
   }
   return false;
 }
@@ -36,7 +36,7 @@ inline TrafficDscp DscpFromEnv(const HostFacts& f, const std::string& var, int d
     return t;
   }
   t.source = var + "=" + *v;
-  auto n = host::ParseInt(*v);
+  auto n = ParseInt(*v);
   if (!n || *n < 0 || *n > 255 || (strict_multiple_of_4 && *n % 4 != 0)) {
     t.error = var + "=" + *v + " is not DSCP x 4 in [0, 255]" +
               (strict_multiple_of_4 ? " (a multiple of 4)" : "");

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "anxin/host/text.h"
+#include "anxin/base/strings.h"
 
 namespace anxin::doctor {
 
@@ -30,17 +30,17 @@ Finding CheckRegistry::Run(const Check& check, const HostFacts& facts) const {
 
 Result<std::vector<const Check*>> CheckRegistry::Select(std::string_view only) const {
   std::vector<const Check*> out;
-  if (host::Trim(only).empty()) {
+  if (Trim(only).empty()) {
     for (const Check& c : checks_) out.push_back(&c);
     return out;
   }
-  for (std::string_view name : host::Split(only, ',')) {
-    name = host::Trim(name);
+  for (std::string_view name : Split(only, ',')) {
+    name = Trim(name);
     if (name.empty()) continue;
     bool matched = false;
     for (const Check& c : checks_) {
-      bool hit = c.id == name || (c.id.size() > name.size() && host::StartsWith(c.id, name) &&
-                                  c.id[name.size()] == '.');
+      bool hit = c.id == name ||
+                 (c.id.size() > name.size() && c.id.starts_with(name) && c.id[name.size()] == '.');
       if (hit) {
         matched = true;
         if (std::find(out.begin(), out.end(), &c) == out.end()) out.push_back(&c);

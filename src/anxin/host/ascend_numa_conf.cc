@@ -2,8 +2,8 @@
 
 #include <string>
 
+#include "anxin/base/strings.h"
 #include "anxin/host/cpu_list.h"
-#include "anxin/host/text.h"
 
 namespace anxin::host {
 
@@ -25,7 +25,7 @@ Result<std::vector<NpuNumaBinding>> ParseAscendNumaConf(std::string_view text) {
     size_t i = 0;
     std::string dev = ToLower(words[0]);
     for (std::string_view prefix : {"npu", "davinci", "device"}) {
-      if (StartsWith(dev, prefix)) {
+      if (dev.starts_with(prefix)) {
         dev = dev.substr(prefix.size());
         break;
       }

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "anxin/host/text.h"
+#include "anxin/base/strings.h"
 
 namespace anxin::host {
 

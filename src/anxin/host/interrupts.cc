@@ -1,7 +1,7 @@
 #include "anxin/host/interrupts.h"
 
+#include "anxin/base/strings.h"
 #include "anxin/host/cpu_list.h"
-#include "anxin/host/text.h"
 
 namespace anxin::host {
 
@@ -19,7 +19,7 @@ Result<InterruptTable> ParseInterrupts(std::string_view text) {
   while (i < lines.size() && Trim(lines[i]).empty()) ++i;
   if (i == lines.size()) return DataLoss("/proc/interrupts is empty");
   for (std::string_view w : SplitWords(lines[i])) {
-    auto id = StartsWith(w, "CPU") ? ParseInt(w.substr(3)) : std::nullopt;
+    auto id = w.starts_with("CPU") ? ParseInt(w.substr(3)) : std::nullopt;
     if (!id) return DataLoss("/proc/interrupts: header token '" + std::string(w) + "' is not CPUn");
     t.cpu_ids.push_back(static_cast<int>(*id));
   }

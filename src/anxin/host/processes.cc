@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
+#include "anxin/base/strings.h"
 #include "anxin/host/cpu_list.h"
-#include "anxin/host/text.h"
 
 namespace anxin::host {
 
@@ -33,7 +33,7 @@ std::vector<int> FindProcessesByName(const HostRoot& root, std::string_view name
 
 std::optional<AcceleratorRef> ParseAcceleratorPath(std::string_view target) {
   auto tail = [&](std::string_view prefix) -> std::optional<int> {
-    if (!StartsWith(target, prefix)) return std::nullopt;
+    if (!target.starts_with(prefix)) return std::nullopt;
     auto v = ParseInt(target.substr(prefix.size()));
     if (!v ||
         target.substr(prefix.size()).find_first_not_of("0123456789") != std::string_view::npos) {
@@ -78,7 +78,7 @@ Result<Environment> ParseEnvFile(std::string_view text) {
     ++n;
     line = Trim(line);
     if (line.empty() || line.front() == '#') continue;
-    if (StartsWith(line, "export ")) line = Trim(line.substr(7));
+    if (line.starts_with("export ")) line = Trim(line.substr(7));
     size_t eq = line.find('=');
     if (eq == std::string_view::npos || eq == 0) {
       return InvalidArgument("line " + std::to_string(n) + ": expected KEY=VALUE, got '" +
@@ -104,7 +104,7 @@ void ReadStatus(const HostRoot& root, ProcessInfo& p) {
   }
   for (std::string_view line : SplitLines(*status)) {
     auto take = [&](std::string_view key, std::vector<int>& out) {
-      if (!StartsWith(line, key)) return;
+      if (!line.starts_with(key)) return;
       if (auto l = ParseCpuList(line.substr(key.size()))) out = *l;
     };
     take("Cpus_allowed_list:", p.cpus_allowed);

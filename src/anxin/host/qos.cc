@@ -2,7 +2,7 @@
 
 #include <cctype>
 
-#include "anxin/host/text.h"
+#include "anxin/base/strings.h"
 
 namespace anxin::host {
 
@@ -45,9 +45,9 @@ Result<MlnxQos> ParseMlnxQos(std::string_view text) {
   for (std::string_view raw : SplitLines(text)) {
     std::string_view line = Trim(raw);
     std::string lower = ToLower(line);
-    if (StartsWith(lower, "priority trust state:")) {
+    if (lower.starts_with("priority trust state:")) {
       q.trust = std::string(Trim(line.substr(21)));
-    } else if (StartsWith(lower, "prio:") && lower.find("dscp:") != std::string::npos) {
+    } else if (lower.starts_with("prio:") && lower.find("dscp:") != std::string::npos) {
       // "prio:3 dscp:31,30,29,28,27,26,25,24,"
       size_t d = lower.find("dscp:");
       auto prio = ParseInt(Split(line.substr(5), ' ')[0]);

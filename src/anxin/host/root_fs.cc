@@ -8,6 +8,9 @@
 #include <algorithm>
 #include <cerrno>
 
+#include "anxin/base/file.h"
+#include "anxin/base/strings.h"
+
 namespace anxin::host {
 
 HostRoot::HostRoot(std::string root) : root_(std::move(root)) {
@@ -22,33 +25,20 @@ std::string HostRoot::Path(std::string_view host_path) const {
 }
 
 Result<std::string> HostRoot::ReadFile(std::string_view host_path) const {
-  std::string path = Path(host_path);
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return std::unexpected(ErrnoError(errno, "open " + std::string(host_path)));
-  std::string out;
-  char buf[65536];
-  for (;;) {
-    ssize_t n = ::read(fd, buf, sizeof(buf));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      int e = errno;
-      ::close(fd);
-      return std::unexpected(ErrnoError(e, "read " + std::string(host_path)));
-    }
-    if (n == 0) break;
-    out.append(buf, static_cast<size_t>(n));
+  const std::string path = Path(host_path);
+  auto text = anxin::ReadFile(path);
+  if (text || path == host_path) return text;
+  // Errors name the path on the host ("/proc/x"), not where the tree was captured.
+  std::string message = text.error().message();
+  if (size_t at = message.find(path); at != std::string::npos) {
+    message.replace(at, path.size(), host_path);
   }
-  ::close(fd);
-  return out;
+  return MakeError(text.error().code(), std::move(message));
 }
 
 Result<std::string> HostRoot::ReadAttr(std::string_view host_path) const {
   ANXIN_ASSIGN_OR_RETURN(std::string s, ReadFile(host_path));
-  while (!s.empty() && (s.back() == '\n' || s.back() == ' ' || s.back() == '\t' ||
-                        s.back() == '\0' || s.back() == '\r')) {
-    s.pop_back();
-  }
-  return s;
+  return std::string(Trim(s));
 }
 
 Result<std::vector<std::string>> HostRoot::ListDir(std::string_view host_path) const {

@@ -1,6 +1,6 @@
 #include "anxin/host/system.h"
 
-#include "anxin/host/text.h"
+#include "anxin/base/strings.h"
 
 namespace anxin::host {
 
@@ -45,7 +45,7 @@ Result<std::map<int, std::string>> ReadGovernors(const HostRoot& root) {
   ANXIN_ASSIGN_OR_RETURN(auto names, root.ListDir("/sys/devices/system/cpu"));
   std::map<int, std::string> out;
   for (const std::string& n : names) {
-    if (!StartsWith(n, "cpu")) continue;
+    if (!n.starts_with("cpu")) continue;
     auto id = ParseInt(std::string_view(n).substr(3));
     if (!id) continue;
     auto g = root.ReadAttr("/sys/devices/system/cpu/" + n + "/cpufreq/scaling_governor");

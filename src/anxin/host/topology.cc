@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cctype>
 
+#include "anxin/base/strings.h"
 #include "anxin/host/cpu_list.h"
-#include "anxin/host/text.h"
 
 namespace anxin::host {
 
@@ -13,7 +13,7 @@ Result<std::vector<NumaNode>> ReadNumaNodes(const HostRoot& root) {
   auto names = root.ListDir("/sys/devices/system/node");
   if (names) {
     for (const std::string& n : *names) {
-      if (!StartsWith(n, "node")) continue;
+      if (!n.starts_with("node")) continue;
       auto id = ParseInt(std::string_view(n).substr(4));
       if (!id) continue;
       std::string p = "/sys/devices/system/node/" + n + "/cpulist";
@@ -177,7 +177,7 @@ std::map<int, std::string> ReadNvidiaMinors(const HostRoot& root) {
     auto info = root.ReadFile("/proc/driver/nvidia/gpus/" + bus + "/information");
     if (!info) continue;
     for (std::string_view line : SplitLines(*info)) {
-      if (!StartsWith(line, "Device Minor:")) continue;
+      if (!line.starts_with("Device Minor:")) continue;
       if (auto m = ParseInt(line.substr(13))) out[static_cast<int>(*m)] = NormalizePciAddress(bus);
     }
   }

@@ -1,9 +1,9 @@
-#include "anxin/host/text.h"
+#include "anxin/base/strings.h"
 
 #include <cctype>
 #include <charconv>
 
-namespace anxin::host {
+namespace anxin {
 
 std::string_view Trim(std::string_view s) {
   size_t b = 0;
@@ -73,14 +73,10 @@ std::optional<int64_t> ParseInt(std::string_view s) {
   return neg ? -v : v;
 }
 
-bool StartsWith(std::string_view s, std::string_view prefix) {
-  return s.substr(0, prefix.size()) == prefix;
-}
-
 std::string ToLower(std::string_view s) {
   std::string out(s);
   for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return out;
 }
 
-}  // namespace anxin::host
+}  // namespace anxin
