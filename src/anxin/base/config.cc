@@ -13,6 +13,7 @@
 #include <type_traits>
 
 #include "anxin/base/file.h"
+#include "anxin/base/strings.h"
 
 namespace anxin {
 
@@ -95,20 +96,6 @@ Status CheckDuplicates(const YAML::Node& node, const std::string& path, const st
   return Ok();
 }
 
-std::string_view Trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
-
-std::string Lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) {
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-  }
-  return out;
-}
-
 // What a type is called in "expected X, got Y".
 template <typename T>
 struct TypeName;
@@ -161,7 +148,7 @@ std::optional<T> ParseScalar(std::string_view text) {
   if constexpr (std::is_same_v<T, std::string>) {
     return std::string(text);
   } else if constexpr (std::is_same_v<T, bool>) {
-    std::string l = Lower(text);
+    std::string l = ToLower(text);
     if (l == "true" || l == "yes" || l == "on") return true;
     if (l == "false" || l == "no" || l == "off") return false;
     return std::nullopt;
@@ -253,7 +240,7 @@ std::optional<long double> ParseWithUnits(std::string_view text, std::initialize
     while (letters < text.size() && std::isalpha(static_cast<unsigned char>(text[letters]))) {
       ++letters;
     }
-    std::string unit = Lower(text.substr(0, letters));
+    std::string unit = ToLower(text.substr(0, letters));
     text.remove_prefix(letters);
     text = Trim(text);
     if (unit.empty()) {
@@ -262,7 +249,7 @@ std::optional<long double> ParseWithUnits(std::string_view text, std::initialize
     } else {
       const Unit* found = nullptr;
       for (const Unit& u : units) {
-        if (Lower(u.name) == unit) found = &u;
+        if (ToLower(u.name) == unit) found = &u;
       }
       if (found == nullptr) return std::nullopt;
       total += static_cast<long double>(number) * found->factor;
@@ -282,18 +269,26 @@ Result<uint64_t> ParseBytes(std::string_view text) {
   if (!digits.empty() && digits.find_first_not_of("0123456789") == std::string_view::npos) {
     if (auto exact = ParseScalar<uint64_t>(digits)) return *exact;
   }
+  // One meaning everywhere (flags, configuration, ANXIN_ALLOC_CONF, scenario
+  // files): K, M, G, T and P are powers of 1024 with or without "B" or "iB",
+  // as PyTorch's *_mb settings, npu-smi and CANN's memory options mean them.
   constexpr double kKi = 1024.0;
   auto value = ParseWithUnits(text,
                               {{"b", 1},
-                               {"kb", 1e3},
-                               {"mb", 1e6},
-                               {"gb", 1e9},
-                               {"tb", 1e12},
-                               {"pb", 1e15},
+                               {"k", kKi},
+                               {"kb", kKi},
                                {"kib", kKi},
+                               {"m", kKi * kKi},
+                               {"mb", kKi * kKi},
                                {"mib", kKi * kKi},
+                               {"g", kKi * kKi * kKi},
+                               {"gb", kKi * kKi * kKi},
                                {"gib", kKi * kKi * kKi},
+                               {"t", kKi * kKi * kKi * kKi},
+                               {"tb", kKi * kKi * kKi * kKi},
                                {"tib", kKi * kKi * kKi * kKi},
+                               {"p", kKi * kKi * kKi * kKi * kKi},
+                               {"pb", kKi * kKi * kKi * kKi * kKi},
                                {"pib", kKi * kKi * kKi * kKi * kKi}},
                               /*allow_compound=*/false);
   if (!value) {
@@ -348,6 +343,9 @@ Result<ConfigNode> ConfigNode::Parse(std::string_view yaml, std::string source_n
 Result<ConfigNode> ConfigNode::LoadFile(const std::string& path) {
   constexpr size_t kMaxConfigBytes = 16 << 20;
   ANXIN_ASSIGN_OR_RETURN(std::string text, ReadFile(path, kMaxConfigBytes));
+  // A file someone named that holds nothing is a mistake (a truncated copy, the
+  // wrong path), not "all defaults"; a file of only comments is fine.
+  if (Trim(text).empty()) return InvalidArgument(path + ": the file is empty");
   return Parse(text, path);
 }
 

@@ -5,6 +5,7 @@
 // line, column and key path, so each error reads
 // "file:line:col: key.path: problem" (code kInvalidArgument):
 //
+//   const std::string path = "scenario.yaml";
 //   ANXIN_ASSIGN_OR_RETURN(ConfigNode root, ConfigNode::LoadFile(path));
 //   ANXIN_TRY(root.CheckKeys({"seed", "devices"}));
 //   ANXIN_ASSIGN_OR_RETURN(uint64_t seed, root.Get<uint64_t>("seed", 1));
@@ -43,12 +44,13 @@ namespace anxin {
 
 class ConfigNode {
  public:
-  // Missing file -> kNotFound; unreadable -> the errno code; YAML syntax ->
+  // Missing file -> kNotFound; unreadable -> the errno code; a directory or a
+  // file with nothing in it -> kInvalidArgument; YAML syntax ->
   // kInvalidArgument "file:line:col: YAML syntax error: ...". Duplicate keys in
   // a map are rejected as well (YAML allows them silently, people never mean them).
-  [[nodiscard]] static Result<ConfigNode> LoadFile(const std::string& path);
+  static Result<ConfigNode> LoadFile(const std::string& path);
   // source_name is what errors print in place of a file name.
-  [[nodiscard]] static Result<ConfigNode> Parse(std::string_view yaml, std::string source_name);
+  static Result<ConfigNode> Parse(std::string_view yaml, std::string source_name);
 
   bool IsMap() const;
   bool IsSequence() const;
@@ -61,44 +63,44 @@ class ConfigNode {
 
   // REQUIRES map (or null). Unknown key ->
   // "f:l:c: devices[2]: unknown key 'modle' (known: model, count)", pointing at the key.
-  [[nodiscard]] Status CheckKeys(std::initializer_list<std::string_view> known) const;
-  [[nodiscard]] Status CheckKeys(const std::vector<std::string_view>& known) const;
+  Status CheckKeys(std::initializer_list<std::string_view> known) const;
+  Status CheckKeys(const std::vector<std::string_view>& known) const;
   bool Has(std::string_view key) const;
   // Missing -> "f:l:c: devices[2]: missing required key 'model'".
-  [[nodiscard]] Result<ConfigNode> Child(std::string_view key) const;
+  Result<ConfigNode> Child(std::string_view key) const;
   std::optional<ConfigNode> Find(std::string_view key) const;
   // Elements of a sequence, with paths "events[3]". A null node has none.
-  [[nodiscard]] Result<std::vector<ConfigNode>> Elements() const;
+  Result<std::vector<ConfigNode>> Elements() const;
   // Entries of a map, in file order.
-  [[nodiscard]] Result<std::vector<std::pair<std::string, ConfigNode>>> Entries() const;
+  Result<std::vector<std::pair<std::string, ConfigNode>>> Entries() const;
 
   // Scalars. Wrong type -> "f:l:c: a.b: expected an integer, got 'abc'".
   template <typename T>
-  [[nodiscard]] Result<T> As() const;
+  Result<T> As() const;
   // Required key.
   template <typename T>
-  [[nodiscard]] Result<T> Get(std::string_view key) const;
+  Result<T> Get(std::string_view key) const;
   // Optional key: default_value when absent or null.
   template <typename T>
-  [[nodiscard]] Result<T> Get(std::string_view key, T default_value) const;
+  Result<T> Get(std::string_view key, T default_value) const;
   // Range-checked (inclusive): "f:l:c: a.b: 150 is out of range [0, 100]".
   template <typename T>
-  [[nodiscard]] Result<T> GetInRange(std::string_view key, T lo, T hi) const;
+  Result<T> GetInRange(std::string_view key, T lo, T hi) const;
   template <typename T>
-  [[nodiscard]] Result<T> GetInRange(std::string_view key, T lo, T hi, T default_value) const;
+  Result<T> GetInRange(std::string_view key, T lo, T hi, T default_value) const;
 
   // A size in bytes: 1024, "64GiB", "512MiB", "2MB", "1.5GiB", "64 KiB".
   // Units (case-insensitive): B; kB MB GB TB PB (powers of 1000); KiB MiB GiB
   // TiB PiB (powers of 1024).
-  [[nodiscard]] Result<uint64_t> AsBytes() const;
+  Result<uint64_t> AsBytes() const;
   // A duration in seconds: 3, 2.5, "250ms", "30s", "5m", "1h". Units: ns, us,
   // ms, s, m (or min), h, d. Negative durations are rejected.
-  [[nodiscard]] Result<double> AsSeconds() const;
+  Result<double> AsSeconds() const;
   // Keyed forms of the two above; the second returns default_value when absent.
-  [[nodiscard]] Result<uint64_t> GetBytes(std::string_view key) const;
-  [[nodiscard]] Result<uint64_t> GetBytes(std::string_view key, uint64_t default_value) const;
-  [[nodiscard]] Result<double> GetSeconds(std::string_view key) const;
-  [[nodiscard]] Result<double> GetSeconds(std::string_view key, double default_value) const;
+  Result<uint64_t> GetBytes(std::string_view key) const;
+  Result<uint64_t> GetBytes(std::string_view key, uint64_t default_value) const;
+  Result<double> GetSeconds(std::string_view key) const;
+  Result<double> GetSeconds(std::string_view key, double default_value) const;
 
   // kInvalidArgument with the "f:l:c: path: " prefix (no path part at the root).
   Error MakeError(std::string problem) const;
@@ -125,8 +127,8 @@ class ConfigNode {
 // The parsers behind AsBytes and AsSeconds, for flags and environment
 // variables. Errors are kInvalidArgument messages without a position, e.g.
 // "expected a size like 512MiB or 64GiB, got '12XB'".
-[[nodiscard]] Result<uint64_t> ParseBytes(std::string_view text);
-[[nodiscard]] Result<double> ParseSeconds(std::string_view text);
+Result<uint64_t> ParseBytes(std::string_view text);
+Result<double> ParseSeconds(std::string_view text);
 
 }  // namespace anxin
 

@@ -196,7 +196,13 @@ TEST(ConfigTest, Bytes) {
   EXPECT_EQ(ParseBytes("1024").value(), 1024u);
   EXPECT_EQ(ParseBytes("64GiB").value(), 64ull << 30);
   EXPECT_EQ(ParseBytes("512MiB").value(), 512ull << 20);
-  EXPECT_EQ(ParseBytes("2MB").value(), 2000000u);
+  // One meaning across anxin: K, M, G, T, P are powers of 1024 with or
+  // without "B" or "iB" (docs/configuration.md).
+  EXPECT_EQ(ParseBytes("2MB").value(), 2ull << 20);
+  EXPECT_EQ(ParseBytes("2M").value(), 2ull << 20);
+  EXPECT_EQ(ParseBytes("3kB").value(), 3072u);
+  EXPECT_EQ(ParseBytes("256G").value(), 256ull << 30);
+  EXPECT_EQ(ParseBytes("1TB").value(), 1ull << 40);
   EXPECT_EQ(ParseBytes("1.5GiB").value(), 3ull << 29);
   EXPECT_EQ(ParseBytes("64 kib").value(), 65536u);
   EXPECT_EQ(ParseBytes("7B").value(), 7u);

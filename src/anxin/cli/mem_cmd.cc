@@ -8,6 +8,7 @@
 #include <memory>
 #include <sstream>
 
+#include "anxin/base/config.h"
 #include "anxin/cli/command.h"
 #include "anxin/mem/alloc_config.h"
 #include "anxin/mem/plan.h"
@@ -42,7 +43,7 @@ int RunReplay(const ReplayOpts& o, const GlobalOptions& g) {
   options.provider = o.provider;
   options.device = o.provider_device;
   if (!o.capacity.empty()) {
-    auto cap = mem::ParseBytes(o.capacity);
+    auto cap = ParseBytes(o.capacity);
     if (!cap) return ReportError(cap.error().With("--capacity"));
     options.capacity = *cap;
   }
@@ -87,7 +88,7 @@ int RunPlan(PlanOpts o, const GlobalOptions& g) {
       return ReportError(s.error().With("--precision"));
     }
   }
-  auto device = mem::ParseBytes(o.device_memory);
+  auto device = ParseBytes(o.device_memory);
   if (!device) return ReportError(device.error().With("--device-memory"));
   if (!o.emit_trace.empty()) {
     auto t = mem::GenerateStepTrace(o.shape);

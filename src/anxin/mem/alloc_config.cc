@@ -5,20 +5,12 @@
 #include <charconv>
 #include <cmath>
 
+#include "anxin/base/config.h"
+#include "anxin/base/strings.h"
 #include "anxin/mem/context.h"
 
 namespace anxin::mem {
 namespace {
-
-std::string_view Trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\n')) {
-    s.remove_prefix(1);
-  }
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\n')) {
-    s.remove_suffix(1);
-  }
-  return s;
-}
 
 Result<double> ParseDouble(std::string_view key, std::string_view v) {
   double d = 0;
@@ -36,38 +28,6 @@ Result<bool> ParseBool(std::string_view key, std::string_view v) {
 }
 
 }  // namespace
-
-Result<uint64_t> ParseBytes(std::string_view text) {
-  std::string_view v = Trim(text);
-  size_t i = 0;
-  while (i < v.size() && (std::isdigit(static_cast<unsigned char>(v[i])) || v[i] == '.')) ++i;
-  std::string_view number = v.substr(0, i);
-  std::string_view unit = Trim(v.substr(i));
-  double n = 0;
-  auto [ptr, ec] = std::from_chars(number.data(), number.data() + number.size(), n);
-  if (number.empty() || ec != std::errc() || ptr != number.data() + number.size()) {
-    return InvalidArgument(
-        fmt::format("'{}' is not a byte size (use e.g. 1048576, 512KiB, 2MiB, 1.5GiB)", text));
-  }
-  double mult = 1;
-  if (unit.empty() || unit == "B") {
-    mult = 1;
-  } else if (unit == "KiB" || unit == "KB" || unit == "K" || unit == "k") {
-    mult = 1024.0;
-  } else if (unit == "MiB" || unit == "MB" || unit == "M") {
-    mult = 1024.0 * 1024;
-  } else if (unit == "GiB" || unit == "GB" || unit == "G") {
-    mult = 1024.0 * 1024 * 1024;
-  } else if (unit == "TiB" || unit == "TB" || unit == "T") {
-    mult = 1024.0 * 1024 * 1024 * 1024;
-  } else {
-    return InvalidArgument(
-        fmt::format("'{}': unknown unit '{}' (use B, KiB, MiB, GiB or TiB)", text, unit));
-  }
-  double bytes = n * mult;
-  if (bytes > 9.0e18) return InvalidArgument(fmt::format("'{}' is too large", text));
-  return static_cast<uint64_t>(std::llround(bytes));
-}
 
 Result<AllocConf> ParseAllocConf(std::string_view text) {
   AllocConf conf;

@@ -32,13 +32,10 @@ struct AllocConf {
 
 // Unknown keys and bad values are kInvalidArgument naming the key and the
 // accepted forms. An empty string gives the defaults.
-[[nodiscard]] Result<AllocConf> ParseAllocConf(std::string_view text);
-
-// "1.5GiB" -> bytes.
-[[nodiscard]] Result<uint64_t> ParseBytes(std::string_view text);
+Result<AllocConf> ParseAllocConf(std::string_view text);
 
 // The provider the configuration names, for `device`.
-[[nodiscard]] Result<std::unique_ptr<Provider>> MakeProvider(const AllocConf& conf, int device);
+Result<std::unique_ptr<Provider>> MakeProvider(const AllocConf& conf, int device);
 
 }  // namespace anxin::mem
 
