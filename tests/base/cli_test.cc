@@ -17,33 +17,19 @@ namespace anxin {
 namespace {
 
 using ::anxin::testing::IsOk;
+using ::anxin::testing::RunAnxin;
+using ::anxin::testing::TempDir;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
 class CliTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    std::string templ = ::testing::TempDir() + "/anxin_cli_test.XXXXXX";
-    ASSERT_NE(mkdtemp(templ.data()), nullptr);
-    dir_ = templ;
-  }
-  void TearDown() override {
-    for (const auto& f : files_) std::remove(f.c_str());
-    rmdir(dir_.c_str());
-  }
   std::string Write(const std::string& name, const std::string& text) {
-    std::string path = dir_ + "/" + name;
-    EXPECT_THAT(WriteFileAtomic(path, text), IsOk());
-    files_.push_back(path);
-    return path;
+    return dir_.Write(name, text);
   }
   // Runs anxin with exactly these environment variables (plus PATH).
   CommandOutput Anxin(std::vector<std::string> args, std::vector<std::string> env = {}) {
-    args.insert(args.begin(), std::string(ANXIN_BINARY_DIR) + "/anxin");
-    env.push_back("PATH=/usr/bin:/bin");
-    auto r = RunCommand(args, {.timeout = std::chrono::seconds(60), .env = env, .clear_env = true});
-    EXPECT_THAT(r, IsOk());
-    return r.value_or(CommandOutput{});
+    return RunAnxin(std::move(args), {.env = std::move(env), .clear_env = true});
   }
   // The value and origin of key in `anxin config --json`.
   static std::pair<std::string, std::string> Key(const CommandOutput& out, const std::string& key) {
@@ -54,8 +40,7 @@ class CliTest : public ::testing::Test {
     return {"?", "?"};
   }
 
-  std::string dir_;
-  std::vector<std::string> files_;
+  TempDir dir_;
 };
 
 TEST_F(CliTest, DefaultsWithoutAnything) {
@@ -67,17 +52,17 @@ TEST_F(CliTest, DefaultsWithoutAnything) {
 }
 
 TEST_F(CliTest, FlagBeatsEnvironmentBeatsFileBeatsDefault) {
-  std::string cfg = Write("anxin.yaml", "log:\n  level: debug\ndevice:\n  backend: ascend\n");
+  std::string cfg = Write("anxin.yaml", "log:\n  level: debug\ndevice:\n  scenario: /a.yaml\n");
   auto file_only = Anxin({"--config", cfg, "config", "--json"});
   ASSERT_EQ(file_only.exit_code, 0) << file_only.stderr_text;
   EXPECT_EQ(Key(file_only, "log.level"), std::make_pair(std::string("debug"), cfg + ":2:10"));
-  EXPECT_EQ(Key(file_only, "device.backend").first, "ascend");
+  EXPECT_EQ(Key(file_only, "device.scenario").first, "/a.yaml");
 
   auto env = Anxin({"config", "--json"}, {"ANXIN_CONFIG=" + cfg, "ANXIN_LOG_LEVEL=warn"});
   ASSERT_EQ(env.exit_code, 0) << env.stderr_text;
   EXPECT_EQ(Key(env, "log.level"),
             std::make_pair(std::string("warn"), std::string("ANXIN_LOG_LEVEL")));
-  EXPECT_EQ(Key(env, "device.backend").first, "ascend");
+  EXPECT_EQ(Key(env, "device.scenario").first, "/a.yaml");
 
   auto flag = Anxin({"--log-level", "error", "config", "--json"},
                     {"ANXIN_CONFIG=" + cfg, "ANXIN_LOG_LEVEL=warn"});
@@ -86,10 +71,29 @@ TEST_F(CliTest, FlagBeatsEnvironmentBeatsFileBeatsDefault) {
             std::make_pair(std::string("error"), std::string("--log-level")));
 
   // --config beats ANXIN_CONFIG.
-  std::string other = Write("other.yaml", "device:\n  backend: nvml\n");
+  std::string other = Write("other.yaml", "device:\n  scenario: /b.yaml\n");
   auto both = Anxin({"--config", other, "config", "--json"}, {"ANXIN_CONFIG=" + cfg});
   ASSERT_EQ(both.exit_code, 0) << both.stderr_text;
-  EXPECT_EQ(Key(both, "device.backend").first, "nvml");
+  EXPECT_EQ(Key(both, "device.scenario").first, "/b.yaml");
+}
+
+// device.backend names a backend of this build, wherever it is set.
+TEST_F(CliTest, UnknownDeviceBackendIsAUsageErrorNamingWhereItCameFrom) {
+  std::string cfg = Write("anxin.yaml", "device:\n  backend: rocm\n");
+  auto file = Anxin({"--config", cfg, "config"});
+  EXPECT_EQ(file.exit_code, 2);
+  EXPECT_THAT(file.stderr_text,
+              StartsWith("error: " + cfg + ":2:12: device.backend: unknown device backend 'rocm': "
+                         "this build has "));
+  EXPECT_THAT(file.stderr_text, HasSubstr("sim"));
+  auto env = Anxin({"config"}, {"ANXIN_DEVICE_BACKEND=rocm"});
+  EXPECT_EQ(env.exit_code, 2);
+  EXPECT_THAT(env.stderr_text,
+              StartsWith("error: environment variable ANXIN_DEVICE_BACKEND=rocm: unknown device "
+                         "backend 'rocm'"));
+  auto flag = Anxin({"devices", "--backend", "rocm"});
+  EXPECT_EQ(flag.exit_code, 2);
+  EXPECT_THAT(flag.stderr_text, HasSubstr("rocm"));
 }
 
 TEST_F(CliTest, ConfigErrorsExitTwoWithThePosition) {
@@ -100,7 +104,7 @@ TEST_F(CliTest, ConfigErrorsExitTwoWithThePosition) {
             "error: " + bad + ":3:3: log: unknown key 'fromat' (known: level, format)\n");
   EXPECT_EQ(out.stdout_text, "");
 
-  auto missing = Anxin({"--config", dir_ + "/nope.yaml", "version"});
+  auto missing = Anxin({"--config", dir_ / "nope.yaml", "version"});
   EXPECT_EQ(missing.exit_code, 2);
   EXPECT_THAT(missing.stderr_text, HasSubstr("No such file or directory"));
 }

@@ -82,6 +82,24 @@ Result<std::string> ReadFile(const std::string& path, size_t max_bytes) {
   return out;
 }
 
+Result<std::string> ReadInputFile(const std::string& path, std::string_view what,
+                                  size_t max_bytes) {
+  const std::string where = std::string(what) + " " + path;
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+    return InvalidArgument(where + ": is a directory, not a file");
+  }
+  auto text = ReadFile(path, max_bytes);
+  if (!text) {
+    Error e = std::move(text).error();
+    if (e.code() == ErrorCode::kNotFound)
+      return std::unexpected(std::move(e).With(std::string(what)));
+    return InvalidArgument(std::string(what) + ": " + e.Describe());
+  }
+  if (text->empty()) return InvalidArgument(where + ": the file is empty");
+  return text;
+}
+
 Result<AtomicFileWriter> AtomicFileWriter::Open(const std::string& path,
                                                 std::optional<mode_t> mode) {
   if (path.empty() || path.back() == '/') {

@@ -5,10 +5,12 @@
 // old contents or the new ones, never a mix or a truncated file:
 //
 //   ANXIN_ASSIGN_OR_RETURN(std::string text, ReadFile("state.json"));
+//   std::string updated = text + "\n";
 //   ANXIN_TRY(WriteFileAtomic("state.json", updated));          // keeps the old mode
 //   ANXIN_TRY(WriteFileAtomic("secret.yaml", text, 0600));      // or sets one
 //
 //   // Large files, written piece by piece (a checkpoint, a journal snapshot):
+//   std::vector<std::string> chunks = {"header", "payload"};
 //   ANXIN_ASSIGN_OR_RETURN(AtomicFileWriter w, AtomicFileWriter::Open("ckpt.bin"));
 //   for (auto& chunk : chunks) ANXIN_TRY(w.Write(chunk));
 //   ANXIN_TRY(w.Commit());   // without Commit the target is left untouched
@@ -35,21 +37,32 @@
 namespace anxin {
 
 // The whole file. Missing -> kNotFound; a directory -> kInvalidArgument.
-[[nodiscard]] Result<std::string> ReadFile(const std::string& path);
+Result<std::string> ReadFile(const std::string& path);
 // The same, refusing more than max_bytes (kInvalidArgument) so that a wrong
 // path such as /dev/zero cannot exhaust memory.
-[[nodiscard]] Result<std::string> ReadFile(const std::string& path, size_t max_bytes);
+Result<std::string> ReadFile(const std::string& path, size_t max_bytes);
+
+// A file the user named as input (a flag's value, an argument, a variable),
+// read whole. Everything that cannot be what the user meant is an input error
+// (kInvalidArgument, exit status 2) naming `what`, the place it came from:
+//   "--hosts /etc: is a directory, not a file"
+//   "--env env.txt: the file is empty"
+//   "--thresholds t.yaml: cannot read it: Permission denied"
+// A missing file is kNotFound: "--map m.yaml: open m.yaml: No such file or directory".
+// max_bytes as for ReadFile.
+Result<std::string> ReadInputFile(const std::string& path, std::string_view what,
+                                  size_t max_bytes = size_t{1} << 30);
 
 // Replaces path with contents atomically and durably. mode: the given one;
 // otherwise the existing file's mode; otherwise 0644.
-[[nodiscard]] Status WriteFileAtomic(const std::string& path, std::string_view contents,
-                                     std::optional<mode_t> mode = std::nullopt);
+Status WriteFileAtomic(const std::string& path, std::string_view contents,
+                       std::optional<mode_t> mode = std::nullopt);
 
 class AtomicFileWriter {
  public:
   // Creates the temporary file next to path; nothing is visible at path yet.
-  [[nodiscard]] static Result<AtomicFileWriter> Open(const std::string& path,
-                                                     std::optional<mode_t> mode = std::nullopt);
+  static Result<AtomicFileWriter> Open(const std::string& path,
+                                       std::optional<mode_t> mode = std::nullopt);
   AtomicFileWriter(AtomicFileWriter&& other) noexcept;
   AtomicFileWriter& operator=(AtomicFileWriter&& other) noexcept;
   AtomicFileWriter(const AtomicFileWriter&) = delete;
@@ -57,9 +70,9 @@ class AtomicFileWriter {
   // Abandons the write if Commit was not called: the target stays as it was.
   ~AtomicFileWriter();
 
-  [[nodiscard]] Status Write(std::string_view data);
+  Status Write(std::string_view data);
   // fsync, rename over the target, fsync the directory. REQUIRES: not yet committed.
-  [[nodiscard]] Status Commit();
+  Status Commit();
 
   const std::string& path() const { return path_; }
 

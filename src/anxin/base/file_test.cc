@@ -62,6 +62,27 @@ TEST_F(FileTest, ReadFileErrors) {
   EXPECT_THAT(ReadFile(dir_), HasCode(ErrorCode::kInvalidArgument, HasSubstr("is a directory")));
 }
 
+// Input files named by the user: every way of naming the wrong thing is an
+// input error that names where the name came from.
+TEST_F(FileTest, ReadInputFileNamesTheFlagForEveryWrongInput) {
+  ASSERT_THAT(WriteFileAtomic(dir_ + "/hosts", "a\n"), IsOk());
+  EXPECT_EQ(ReadInputFile(dir_ + "/hosts", "--hosts").value(), "a\n");
+  EXPECT_THAT(ReadInputFile(dir_ + "/missing", "--hosts"),
+              HasCode(ErrorCode::kNotFound, HasSubstr("--hosts: open ")));
+  EXPECT_THAT(
+      ReadInputFile(dir_, "--hosts"),
+      HasCode(ErrorCode::kInvalidArgument, HasSubstr("--hosts " + dir_ + ": is a directory")));
+  ASSERT_THAT(WriteFileAtomic(dir_ + "/empty", ""), IsOk());
+  EXPECT_THAT(ReadInputFile(dir_ + "/empty", "--env"),
+              HasCode(ErrorCode::kInvalidArgument,
+                      HasSubstr("--env " + dir_ + "/empty: the file is empty")));
+  // Opens, but cannot be read (EIO at offset 0), as root too.
+  EXPECT_THAT(ReadInputFile("/proc/self/mem", "--map"),
+              HasCode(ErrorCode::kInvalidArgument, HasSubstr("--map: read /proc/self/mem")));
+  EXPECT_THAT(ReadInputFile(dir_ + "/hosts", "--hosts", 1),
+              HasCode(ErrorCode::kInvalidArgument, HasSubstr("--hosts: ")));
+}
+
 TEST_F(FileTest, ReadFileWithALimit) {
   ASSERT_THAT(WriteFileAtomic(dir_ + "/f", "0123456789"), IsOk());
   EXPECT_EQ(ReadFile(dir_ + "/f", 10).value(), "0123456789");

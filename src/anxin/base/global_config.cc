@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdlib>
+#include <mutex>
 
 #include "anxin/base/config.h"
 
@@ -14,7 +15,14 @@ namespace {
 constexpr std::array<std::string_view, 6> kLogLevels = {"trace", "debug", "info",
                                                         "warn",  "error", "off"};
 constexpr std::array<std::string_view, 2> kLogFormats = {"text", "json"};
-constexpr std::array<std::string_view, 3> kBackends = {"sim", "nvml", "ascend"};
+
+// The device backends this build has (SetDeviceBackendNames); the default
+// backend until the program says more.
+std::mutex backend_names_mu;
+std::vector<std::string>& BackendNames() {
+  static auto* names = new std::vector<std::string>{"sim"};
+  return *names;
+}
 
 template <size_t N>
 bool OneOf(std::string_view value, const std::array<std::string_view, N>& allowed) {
@@ -83,10 +91,24 @@ Status SetLogFormat(GlobalConfig& config, std::string_view value, std::string_vi
   return Ok();
 }
 
+void SetDeviceBackendNames(std::vector<std::string> names) {
+  std::lock_guard lock(backend_names_mu);
+  BackendNames() = std::move(names);
+}
+
 Status SetDeviceBackend(GlobalConfig& config, std::string_view value, std::string_view origin) {
-  if (!OneOf(value, kBackends)) {
-    return Problem(origin,
-                   fmt::format("unknown device backend '{}': use {}", value, Choices(kBackends)));
+  {
+    std::lock_guard lock(backend_names_mu);
+    const std::vector<std::string>& names = BackendNames();
+    if (std::find(names.begin(), names.end(), value) == names.end()) {
+      std::string list;
+      for (size_t i = 0; i < names.size(); ++i) {
+        if (i > 0) list += (i + 1 == names.size()) ? " or " : ", ";
+        list += names[i];
+      }
+      return Problem(origin, fmt::format("unknown device backend '{}': this build has {}", value,
+                                         list));
+    }
   }
   config.device.backend = value;
   config.origins["device.backend"] = origin.empty() ? "(unnamed)" : std::string(origin);
@@ -142,11 +164,9 @@ Result<GlobalConfig> FromNode(const ConfigNode& root) {
 }  // namespace
 
 const std::vector<std::string_view>& GlobalConfigSections() {
-  // log and device are read here; the rest are the modules of architecture.md
-  // that read settings from the shared file.
-  static const auto* sections = new std::vector<std::string_view>{
-      "log",    "device", "compare", "monitor", "agent", "notify", "recover",
-      "doctor", "mem",    "comm",    "netsim",  "serve", "run"};
+  // log and device are read here; each other one is read by the module of
+  // that name (FindSection), which adds it here when it starts reading one.
+  static const auto* sections = new std::vector<std::string_view>{"log", "device", "compare"};
   return *sections;
 }
 

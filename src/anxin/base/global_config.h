@@ -3,16 +3,18 @@
 // ANXIN_CONFIG), then overridden by ANXIN_* environment variables, then by
 // command-line flags. Precedence: flag > environment > file > default.
 //
-//   ANXIN_ASSIGN_OR_RETURN(GlobalConfig config, LoadGlobalConfig(path));  // "" = defaults
+//   std::string path = "/etc/anxin/anxin.yaml";                         // "" = defaults
+//   ANXIN_ASSIGN_OR_RETURN(GlobalConfig config, LoadGlobalConfig(path));
 //   ANXIN_TRY(ApplyEnvironment(config, SystemEnvironment()));
-//   if (flag_given) ANXIN_TRY(SetLogLevel(config, flag_value, "--log-level"));
+//   std::optional<std::string> level_flag = "debug";                    // when given
+//   if (level_flag) ANXIN_TRY(SetLogLevel(config, *level_flag, "--log-level"));
 //
 // Example file (other modules read their own sections of it, e.g. compare:):
 //   log:
 //     level: debug        # trace, debug, info, warn, error, off
 //     format: json        # text or json
 //   device:
-//     backend: sim        # sim, nvml or ascend
+//     backend: sim        # a device backend of this build
 //     scenario: examples/scenarios/node8.yaml
 //
 // Thread safety: plain values; load once at start-up.
@@ -78,10 +80,9 @@ std::vector<GlobalConfigEntry> DescribeGlobalConfig(const GlobalConfig& config);
 
 // Reads and validates the file; an empty path gives the defaults. Missing file
 // -> kNotFound; bad contents -> kInvalidArgument "file:line:col: key: problem".
-[[nodiscard]] Result<GlobalConfig> LoadGlobalConfig(const std::string& path);
+Result<GlobalConfig> LoadGlobalConfig(const std::string& path);
 // Parses YAML text (tests, or a config held in memory).
-[[nodiscard]] Result<GlobalConfig> ParseGlobalConfig(std::string_view yaml,
-                                                     const std::string& source_name);
+Result<GlobalConfig> ParseGlobalConfig(std::string_view yaml, const std::string& source_name);
 
 // Looks up an environment variable; nullopt when unset.
 using EnvironmentLookup = std::function<std::optional<std::string>(std::string_view name)>;
@@ -98,18 +99,18 @@ const std::vector<EnvironmentOverride>& EnvironmentOverrides();
 // Applies ANXIN_LOG_LEVEL, ANXIN_LOG_FORMAT, ANXIN_DEVICE_BACKEND and
 // ANXIN_SCENARIO. A bad value -> kInvalidArgument naming the variable:
 // "ANXIN_LOG_LEVEL=loud: unknown log level 'loud': use trace, ...".
-[[nodiscard]] Status ApplyEnvironment(GlobalConfig& config, const EnvironmentLookup& env);
+Status ApplyEnvironment(GlobalConfig& config, const EnvironmentLookup& env);
 
 // Setters that validate; `origin` names where the value came from in errors
 // ("--log-level", "ANXIN_LOG_LEVEL=loud", "file:3:10: log.level").
-[[nodiscard]] Status SetLogLevel(GlobalConfig& config, std::string_view value,
-                                 std::string_view origin);
-[[nodiscard]] Status SetLogFormat(GlobalConfig& config, std::string_view value,
-                                  std::string_view origin);
-[[nodiscard]] Status SetDeviceBackend(GlobalConfig& config, std::string_view value,
-                                      std::string_view origin);
-[[nodiscard]] Status SetScenario(GlobalConfig& config, std::string_view value,
-                                 std::string_view origin);
+Status SetLogLevel(GlobalConfig& config, std::string_view value, std::string_view origin);
+Status SetLogFormat(GlobalConfig& config, std::string_view value, std::string_view origin);
+// The device backends this build has; device.backend must name one of them.
+// The program sets them from the device registry before reading the
+// configuration; until then only "sim", the default, is accepted.
+void SetDeviceBackendNames(std::vector<std::string> names);
+Status SetDeviceBackend(GlobalConfig& config, std::string_view value, std::string_view origin);
+Status SetScenario(GlobalConfig& config, std::string_view value, std::string_view origin);
 
 }  // namespace anxin
 

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "anxin/base/file.h"
 #include "anxin/cli/command.h"
 #include "anxin/doctor/facts.h"
 #include "anxin/doctor/fix.h"
@@ -34,20 +35,12 @@ struct Opts {
   int parallel = 16;
 };
 
-Result<std::string> ReadWholeFile(const std::string& path, const char* what) {
-  std::ifstream in(path);
-  if (!in) return NotFound(std::string(what) + " " + path + ": cannot open (check the path)");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 int RunHosts(const Opts& o, const GlobalOptions& g) {
   if (o.fix) {
     return ReportError(Error(ErrorCode::kInvalidArgument,
                              "--fix applies to one host; run `anxin doctor --fix` on each host"));
   }
-  auto text = ReadWholeFile(o.hosts_file, "--hosts");
+  auto text = ReadInputFile(o.hosts_file, "--hosts");
   if (!text) return ReportError(text.error());
   auto hosts = doctor::ParseHostsFile(*text);
   if (!hosts) return ReportError(hosts.error().With(o.hosts_file));
@@ -81,7 +74,7 @@ int RunLocal(const Opts& o, const GlobalOptions& g) {
   doctor::CollectOptions co;
   co.root = o.root;
   if (!o.env_file.empty()) {
-    auto text = ReadWholeFile(o.env_file, "--env");
+    auto text = ReadInputFile(o.env_file, "--env");
     if (!text) return ReportError(text.error());
     auto env = host::ParseEnvFile(*text);
     if (!env) return ReportError(env.error().With(o.env_file));

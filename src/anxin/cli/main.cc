@@ -13,10 +13,12 @@
 #include <string>
 #include <vector>
 
+#include "anxin/base/file.h"
 #include "anxin/base/global_config.h"
 #include "anxin/base/log.h"
 #include "anxin/cli/command.h"
 #include "anxin/cli/version.h"
+#include "anxin/device/registry.h"
 
 namespace {
 
@@ -33,11 +35,15 @@ anxin::Result<anxin::GlobalConfig> ResolveConfig(const CLI::App& app,
     const char* env = std::getenv("ANXIN_CONFIG");
     if (env != nullptr) path = env;
   }
-  auto config = anxin::LoadGlobalConfig(path);
-  if (!config) {
-    // Errors about the contents already name the file and the line.
-    if (config.error().code() == anxin::ErrorCode::kInvalidArgument) return config;
-    return std::unexpected(std::move(config).error().With(origin));
+  anxin::Result<anxin::GlobalConfig> config;
+  if (path.empty()) {
+    config = anxin::GlobalConfig{};
+  } else {
+    // Whatever is wrong with the file itself names the flag or variable that
+    // gave it; errors in its contents name the file, line and column.
+    ANXIN_ASSIGN_OR_RETURN(std::string text, anxin::ReadInputFile(path, origin, 16 << 20));
+    config = anxin::ParseGlobalConfig(text, path);
+    if (!config) return config;
   }
   ANXIN_TRY(anxin::ApplyEnvironment(*config, anxin::SystemEnvironment()));
   if (app.count("--log-level") > 0) {
@@ -104,10 +110,13 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    int rc = app.exit(e);
-    return rc == 0 ? kExitOk : kExitUsage;
+    return ReportParseError(app, e, std::vector<std::string>(argv + 1, argv + argc));
   }
 
+  // device.backend may name only a backend this build has.
+  std::vector<std::string> backends;
+  for (const auto& b : anxin::device::RegisteredBackends()) backends.push_back(b.name);
+  anxin::SetDeviceBackendNames(std::move(backends));
   auto config = ResolveConfig(app, global.config_path, level_flag, format_flag);
   if (!config) return ReportError(config.error());
   global.config = *std::move(config);
