@@ -12,25 +12,70 @@ function(anxin_module name)
   set_property(GLOBAL APPEND PROPERTY ANXIN_MODULE_LIBS anxin_${name})
 endfunction()
 
-# anxin_test(NAME SOURCES... [DEPS libs...] [LABELS labels...] [TIMEOUT s])
+# The optimised build whose tests the test build runs too (`make test`):
+# build/test-release, made by the test-release preset with the release flags.
+# Empty: the test build runs only its own (sanitized) binaries.
+set(ANXIN_RELEASE_TEST_DIR "" CACHE PATH
+    "build tree of the test-release preset, whose RELEASE tests ctest runs too")
+if(ANXIN_BUILD_TESTS AND NOT TARGET anxin_release_tests)
+  # What the test-release preset builds: the RELEASE tests and the programs they run.
+  add_custom_target(anxin_release_tests)
+endif()
+
+# Registers one ctest entry NAME running TARGET with ARGS, in this build and,
+# when RELEASE is given, a second entry "release.NAME" running the same
+# program of the optimised build (ANXIN_RELEASE_TEST_DIR). A missing release
+# binary fails the entry: nothing built is never a pass. SKIP_GTEST: ARGS
+# select exactly one gtest case; if it calls GTEST_SKIP (a path this machine
+# lacks), ctest reports the entry as skipped, by name, instead of passed.
+function(anxin_add_ctest name target)
+  cmake_parse_arguments(ARG "RELEASE;SKIP_GTEST" "TIMEOUT" "ARGS;LABELS" ${ARGN})
+  if(NOT ARG_TIMEOUT)
+    set(ARG_TIMEOUT 300)
+  endif()
+  add_test(NAME ${name} COMMAND ${target} ${ARG_ARGS})
+  set(_entries ${name})
+  if(ARG_RELEASE AND ANXIN_RELEASE_TEST_DIR)
+    file(RELATIVE_PATH _rel ${PROJECT_BINARY_DIR} ${CMAKE_CURRENT_BINARY_DIR})
+    add_test(NAME release.${name} COMMAND ${ANXIN_RELEASE_TEST_DIR}/${_rel}/${target} ${ARG_ARGS})
+    list(APPEND _entries release.${name})
+    set_tests_properties(release.${name} PROPERTIES LABELS "release;${ARG_LABELS}")
+  endif()
+  set_tests_properties(${_entries} PROPERTIES TIMEOUT ${ARG_TIMEOUT})
+  set_tests_properties(${name} PROPERTIES LABELS "unit;${ARG_LABELS}")
+  if(ARG_SKIP_GTEST)
+    set_tests_properties(${_entries} PROPERTIES SKIP_REGULAR_EXPRESSION "\\[  SKIPPED \\] 1 test")
+  endif()
+  if(ARG_RELEASE AND TARGET anxin_release_tests)
+    add_dependencies(anxin_release_tests ${target})
+  endif()
+endfunction()
+
+# anxin_test(NAME SOURCES... [DEPS libs...] [LABELS labels...] [TIMEOUT s] [RELEASE])
 # A gtest executable registered with ctest under NAME. Tests run from the
 # build directory; ANXIN_SOURCE_DIR and ANXIN_BINARY_DIR point at the source
-# tree (fixtures live in tests/fixtures/) and at the build tree.
+# tree (fixtures live in tests/fixtures/) and at the build tree (its `anxin`).
+# RELEASE: it also runs as "release.NAME" on the optimised build, so that what
+# users get is tested too (see anxin_add_ctest).
 function(anxin_test name)
   if(NOT ANXIN_BUILD_TESTS)
     return()
   endif()
-  cmake_parse_arguments(ARG "" "TIMEOUT" "SOURCES;DEPS;LABELS" ${ARGN})
+  cmake_parse_arguments(ARG "RELEASE" "TIMEOUT" "SOURCES;DEPS;LABELS" ${ARGN})
   add_executable(${name} ${ARG_SOURCES})
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gmock GTest::gtest_main)
   target_compile_definitions(${name} PRIVATE
     ANXIN_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
     ANXIN_BINARY_DIR="${PROJECT_BINARY_DIR}")
-  add_test(NAME ${name} COMMAND ${name})
-  if(NOT ARG_TIMEOUT)
-    set(ARG_TIMEOUT 300)
+  set(_release)
+  if(ARG_RELEASE)
+    set(_release RELEASE)
   endif()
-  set_tests_properties(${name} PROPERTIES TIMEOUT ${ARG_TIMEOUT} LABELS "unit;${ARG_LABELS}")
+  set(_timeout 300)
+  if(ARG_TIMEOUT)
+    set(_timeout ${ARG_TIMEOUT})
+  endif()
+  anxin_add_ctest(${name} ${name} ${_release} TIMEOUT ${_timeout} LABELS ${ARG_LABELS})
 endfunction()
 
 # anxin_fuzzer(NAME SOURCE [DEPS libs...] [CORPUS dir] [RUNS n])
