@@ -2,9 +2,10 @@
 // simulations) advance by hand, so that nothing time-dependent needs real
 // sleeps.
 //
+//   std::stop_source stop;                  // request_stop() from elsewhere
 //   Clock& clock = RealClock();
 //   Clock::TimePoint next = clock.Now() + std::chrono::seconds(1);
-//   if (!clock.SleepUntil(next, stop.get_token())) return;  // stop requested
+//   if (!clock.SleepUntil(next, stop.get_token())) return Ok();  // stop requested
 //
 //   VirtualClock vc;                        // starts at TimePoint{} unless given
 //   std::jthread t([&] { vc.SleepUntil(vc.Now() + 5s); });

@@ -3,20 +3,19 @@
 //
 //   HttpServer server;                           // 127.0.0.1, a free port
 //   server.Get("/metrics", [&](const HttpRequest&) {
-//     return HttpResponse::Text(200, registry.Expose());
+//     return HttpResponse::Text(200, "anxin_up 1\n");
 //   });
 //   server.Post(R"(/api/devices/(\d+)/reset)", [&](const HttpRequest& req) {
 //     int index = std::stoi(req.path_groups[0]);
-//     ...
+//     return HttpResponse::Json(202, "{\"device\": " + std::to_string(index) + "}");
 //   });
 //   ANXIN_TRY(server.Start());
 //   spdlog::info("listening on {}", server.address());   // "127.0.0.1:41234"
-//   ...
-//   server.Stop();                               // finishes requests in flight
 //
 //   HttpClient client("127.0.0.1", server.port(), {.timeout = 2s});
 //   ANXIN_ASSIGN_OR_RETURN(HttpResponse r, client.Get("/metrics"));
-//   if (!r.ok()) ...                             // a 4xx/5xx status is not an Error
+//   if (!r.ok()) return Unavailable("HTTP " + std::to_string(r.status));  // a status is not an Error
+//   server.Stop();                               // finishes requests in flight
 //
 // Route patterns are regular expressions matched against the whole path;
 // capture groups land in HttpRequest::path_groups.
@@ -94,7 +93,7 @@ class HttpServer {
 
   // Binds and serves on a thread of its own; returns once connections are
   // accepted. A port in use or an address not of this host -> kUnavailable.
-  [[nodiscard]] Status Start();
+  Status Start();
   // Stops accepting, lets requests in flight finish, joins the threads.
   // Idempotent.
   void Stop();
@@ -119,8 +118,7 @@ class HttpClient {
  public:
   HttpClient(std::string host, int port, HttpClientOptions options = {});
   // "http://host[:port]" or "https://host[:port]" (no path).
-  [[nodiscard]] static Result<HttpClient> ForUrl(std::string_view base_url,
-                                                 HttpClientOptions options = {});
+  static Result<HttpClient> ForUrl(std::string_view base_url, HttpClientOptions options = {});
   HttpClient(HttpClient&&) noexcept;
   HttpClient& operator=(HttpClient&&) noexcept;
   ~HttpClient();
@@ -128,10 +126,10 @@ class HttpClient {
   // Errors: connection refused or unreachable -> kUnavailable naming
   // host:port; no response in time -> kDeadlineExceeded. Any HTTP status is a
   // response, not an error.
-  [[nodiscard]] Result<HttpResponse> Get(std::string_view path, const HttpHeaders& headers = {});
-  [[nodiscard]] Result<HttpResponse> Post(std::string_view path, std::string_view body,
-                                          std::string_view content_type = "application/json",
-                                          const HttpHeaders& headers = {});
+  Result<HttpResponse> Get(std::string_view path, const HttpHeaders& headers = {});
+  Result<HttpResponse> Post(std::string_view path, std::string_view body,
+                            std::string_view content_type = "application/json",
+                            const HttpHeaders& headers = {});
 
   // "http://127.0.0.1:41234"
   const std::string& base_url() const;

@@ -2,7 +2,7 @@
 // lines ({"ts":..., "level":..., "logger":..., "msg":...}) for log shippers.
 //
 //   ANXIN_TRY(InitLogging("info", "json"));
-//   spdlog::info("sampled {} devices", n);
+//   spdlog::info("sampled {} devices", 8);
 //
 // Thread safety: call InitLogging before other threads log; calling it again
 // reconfigures the logger.

@@ -2,15 +2,19 @@
 // matchers for Result and Status, a scratch directory, paths into the source
 // tree, and running the built `anxin` program the way a user does.
 //
-//   EXPECT_THAT(LoadScenario("ok.yaml"), IsOk());
-//   EXPECT_THAT(LoadScenario("bad.yaml"), HasCode(ErrorCode::kInvalidArgument));
-//   EXPECT_THAT(r, HasCode(ErrorCode::kInvalidArgument, HasSubstr("line 3")));
+//   using ::anxin::testing::HasCode;
+//   using ::anxin::testing::IsOk;
+//   EXPECT_THAT(RunCommand({"true"}), IsOk());
+//   EXPECT_THAT(RunCommand({"/nonexistent/tool"}), HasCode(ErrorCode::kNotFound));
+//   EXPECT_THAT(RunCommand({"/nonexistent/tool"}),
+//               HasCode(ErrorCode::kNotFound, ::testing::HasSubstr("/nonexistent/tool")));
 //
+//   using namespace ::anxin::testing;
 //   TempDir dir;                                   // removed at scope exit
 //   std::string cfg = dir.Write("g.yaml", "log:\n  level: debug\n");
 //   CommandOutput out = RunAnxin({"--config", cfg, "config", "--json"});
 //   EXPECT_EQ(out.exit_code, 0) << out.stderr_text;
-//   std::string golden = ReadTextFile(FixturePath("compare/table.txt"));
+//   std::string npu_smi = ReadTextFile(FixturePath("ascend/npu-smi-info-1x910B4-idle.txt"));
 //
 // Paths come from the ANXIN_SOURCE_DIR and ANXIN_BINARY_DIR definitions that
 // anxin_test() (cmake/AnxinHelpers.cmake) gives every test executable; tests

@@ -1,14 +1,18 @@
 // DeviceBackend: the one door to accelerator hardware (Ascend NPUs, NVIDIA
 // GPUs) and to the simulator that stands in for it.
 //
-//   ANXIN_ASSIGN_OR_RETURN(auto backend, CreateBackend("sim", {.scenario_path = "node.yaml"}));
+//   #include "anxin/device/registry.h"   // CreateBackend
+//
+//   ANXIN_ASSIGN_OR_RETURN(auto backend, CreateBackend("sim", {.scenario = "demo"}));
 //   ANXIN_ASSIGN_OR_RETURN(std::vector<DeviceInfo> devices, backend->Enumerate());
 //   for (const DeviceInfo& d : devices) {
 //     Result<DeviceSample> s = backend->Sample(d.index);
 //     if (!s) { /* lost or unreachable: s.error() says which and what to do */ }
 //   }
 //   ANXIN_ASSIGN_OR_RETURN(FaultSubscription sub,
-//                          backend->SubscribeFaults([](const FaultEvent& e) { ... }));
+//                          backend->SubscribeFaults([](const FaultEvent& e) {
+//                            std::printf("device %d: %s\n", e.index, e.message.c_str());
+//                          }));
 //
 // Operations a backend cannot do return kUnimplemented with a message that
 // says so and what to use instead; the defaults below do exactly that.
@@ -147,16 +151,16 @@ class DeviceBackend {
   // One line for titles: "sim, scenario demo (8 x Ascend910C)". Default: name().
   virtual std::string Describe() const { return std::string(name()); }
 
-  [[nodiscard]] virtual Result<std::vector<DeviceInfo>> Enumerate() = 0;
+  virtual Result<std::vector<DeviceInfo>> Enumerate() = 0;
   // kNotFound for an index that does not exist; kUnavailable for a device
   // that is lost (fell off the bus) or does not answer.
-  [[nodiscard]] virtual Result<DeviceSample> Sample(int index) = 0;
+  virtual Result<DeviceSample> Sample(int index) = 0;
 
-  [[nodiscard]] virtual Result<FaultSubscription> SubscribeFaults(FaultCallback callback);
+  virtual Result<FaultSubscription> SubscribeFaults(FaultCallback callback);
   // Frees the device memory that processes left behind.
-  [[nodiscard]] virtual Status ClearMemory(int index);
+  virtual Status ClearMemory(int index);
   // Resets the device; blocks until the reset has finished or failed.
-  [[nodiscard]] virtual Status Reset(int index);
+  virtual Status Reset(int index);
 
  protected:
   // kUnimplemented: "backend 'X' cannot <operation>: <advice>".

@@ -1,8 +1,12 @@
 // A live view of a node's devices for a terminal or a log: what
 // `anxin devices --watch` and `anxin demo` print frame by frame.
 //
-//   LiveView view(stdout, {.tty = isatty(1), .color = isatty(1)});
-//   ANXIN_TRY(Watch(*backend, clock, {.interval_seconds = 1}, stop,
+//   #include "anxin/device/registry.h"
+//   #include "anxin/device/watch.h"
+//
+//   ANXIN_ASSIGN_OR_RETURN(auto backend, CreateBackend("sim", {.scenario = "demo"}));
+//   LiveView view(stdout, {.tty = false, .color = false});
+//   ANXIN_TRY(Watch(*backend, RealClock(), {.interval_seconds = 1, .count = 5}, StopOnInterrupt(),
 //                   [&](const Snapshot& s, int frame) { view.Show(s, frame); }));
 //   view.Finish();   // the last table (in a log) and what changed
 //
@@ -30,7 +34,7 @@ struct LiveViewOptions {
   bool color = false;  // ANSI colours
   bool json = false;   // JSON lines instead of tables
   bool compact = false;
-  std::string heading;       // a line above the table, e.g. "anxin demo"
+  std::string heading{};     // a line above the table, e.g. "anxin demo"
   double total_seconds = 0;  // for "t=2.5 s of 6 s"; 0 = open-ended
 };
 

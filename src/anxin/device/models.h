@@ -3,7 +3,7 @@
 // what a driver does not report.
 //
 //   const ModelSpec* m = FindModel("Ascend910C");   // nullptr when unknown
-//   uint64_t hbm = m->hbm_bytes;                    // 64 GiB
+//   uint64_t hbm = m != nullptr ? m->hbm_bytes : 0; // 64 GiB
 //
 // The figures are nominal (data-sheet class numbers, rounded); the simulator
 // needs plausible values, not a particular board's.

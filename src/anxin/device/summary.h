@@ -1,6 +1,7 @@
 // What changed on a node between two snapshots, in a few lines for people:
 // the end of `anxin demo` and of `anxin devices --watch`.
 //
+//   Snapshot first, last;   // two frames of a watch (TakeSnapshot)
 //   for (const std::string& line : DescribeChanges(first, last)) std::puts(line.c_str());
 //   // "NPU 3: temperature 52 C -> 95 C (+43 C): at its 95 C throttle point"
 #ifndef ANXIN_DEVICE_SUMMARY_H_

@@ -1,8 +1,11 @@
 // Views of a node's devices: a table in the style of `npu-smi info`, a JSON
 // document, and the short notes that flag what an operator should look at.
 //
-//   ANXIN_ASSIGN_OR_RETURN(Snapshot snap, TakeSnapshot(*backend, clock));
-//   std::fputs(RenderTable(snap, {.color = isatty(1)}).c_str(), stdout);
+//   #include "anxin/device/registry.h"
+//
+//   ANXIN_ASSIGN_OR_RETURN(auto backend, CreateBackend("sim", {}));
+//   ANXIN_ASSIGN_OR_RETURN(Snapshot snap, TakeSnapshot(*backend, RealClock()));
+//   std::fputs(RenderTable(snap, {.color = false}).c_str(), stdout);
 //   std::puts(SnapshotToJson(snap).dump().c_str());
 #ifndef ANXIN_DEVICE_TABLE_H_
 #define ANXIN_DEVICE_TABLE_H_
@@ -32,7 +35,7 @@ struct Snapshot {
 
 // Enumerates and samples every device. Fails only if enumeration fails; a
 // device that cannot be sampled is a row with an error.
-[[nodiscard]] Result<Snapshot> TakeSnapshot(DeviceBackend& backend, Clock& clock);
+Result<Snapshot> TakeSnapshot(DeviceBackend& backend, Clock& clock);
 
 // The alert lines from field practice: HBM above 90 % used, temperature from
 // 85 C (warning) and at the device's throttle point, plus faults.

@@ -1,9 +1,14 @@
 // Refreshing a view of the devices at a fixed interval, and stopping cleanly
 // on Ctrl-C.
 //
+//   #include "anxin/device/registry.h"
+//
+//   ANXIN_ASSIGN_OR_RETURN(auto backend, CreateBackend("sim", {}));
 //   std::stop_token stop = StopOnInterrupt();  // Ctrl-C / SIGTERM request a stop
 //   ANXIN_TRY(Watch(*backend, RealClock(), {.interval_seconds = 1, .count = 10}, stop,
-//                   [](const Snapshot& s, int frame) { Show(s); }));
+//                   [](const Snapshot& s, int frame) {
+//                     std::printf("frame %d: %zu devices\n", frame, s.rows.size());
+//                   }));
 #ifndef ANXIN_DEVICE_WATCH_H_
 #define ANXIN_DEVICE_WATCH_H_
 
@@ -26,9 +31,9 @@ struct WatchOptions {
 // fixed to the start, so slow frames do not make the schedule drift) until
 // `count` frames are shown or stop is requested. Returns the number of frames
 // shown; fails if a snapshot fails.
-[[nodiscard]] Result<int> Watch(DeviceBackend& backend, Clock& clock, const WatchOptions& options,
-                                std::stop_token stop,
-                                const std::function<void(const Snapshot&, int frame)>& show);
+Result<int> Watch(DeviceBackend& backend, Clock& clock, const WatchOptions& options,
+                  std::stop_token stop,
+                  const std::function<void(const Snapshot&, int frame)>& show);
 
 // A stop token that SIGINT or SIGTERM requests. The first call blocks those
 // signals in the calling thread (call it before starting threads) and starts

@@ -2,6 +2,9 @@
 // time), so the same scenario gives the same readings at the same virtual
 // times however often and in whatever order they are read.
 //
+//   uint64_t seed = 7;
+//   int device = 3;
+//   double t = 12.5;  // seconds into the scenario
 //   double wobble = SmoothNoise(seed, Stream(device, Metric::kTemperature), t, 1.0);  // [-1, 1]
 #ifndef ANXIN_DEVICE_SIM_NOISE_H_
 #define ANXIN_DEVICE_SIM_NOISE_H_
