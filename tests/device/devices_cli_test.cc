@@ -1,102 +1,33 @@
 // Runs the built `anxin` program (ANXIN_BINARY_DIR/anxin) the way a user
 // does and checks its output and exit status.
-#include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <poll.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <cstdlib>
-#include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
 
-extern char** environ;
+#include "anxin/base/testing.h"
 
 namespace {
 
+using ::anxin::testing::RunAnxin;
+using ::anxin::testing::SourcePath;
+using ::anxin::testing::TempDir;
 using ::testing::HasSubstr;
 using ::testing::Not;
-
-struct RunResult {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
-
-// Runs anxin with args (argv, no shell), capturing stdout and stderr.
-RunResult RunAnxin(const std::vector<std::string>& args) {
-  std::string binary = std::string(ANXIN_BINARY_DIR) + "/anxin";
-  std::vector<std::string> argv_s = {binary};
-  argv_s.insert(argv_s.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (auto& a : argv_s) argv.push_back(a.data());
-  argv.push_back(nullptr);
-
-  int out_pipe[2], err_pipe[2];
-  EXPECT_EQ(pipe2(out_pipe, O_CLOEXEC), 0);
-  EXPECT_EQ(pipe2(err_pipe, O_CLOEXEC), 0);
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_adddup2(&fa, out_pipe[1], 1);
-  posix_spawn_file_actions_adddup2(&fa, err_pipe[1], 2);
-  pid_t pid = -1;
-  int rc = posix_spawn(&pid, binary.c_str(), &fa, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&fa);
-  close(out_pipe[1]);
-  close(err_pipe[1]);
-  RunResult r;
-  if (rc != 0) {
-    ADD_FAILURE() << "cannot run " << binary << ": " << strerror(rc);
-    close(out_pipe[0]);
-    close(err_pipe[0]);
-    return r;
-  }
-  pollfd fds[2] = {{out_pipe[0], POLLIN, 0}, {err_pipe[0], POLLIN, 0}};
-  std::string* sinks[2] = {&r.out, &r.err};
-  int open_fds = 2;
-  while (open_fds > 0) {
-    if (poll(fds, 2, 60000) <= 0) break;
-    for (int i = 0; i < 2; ++i) {
-      if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP))) continue;
-      char buf[4096];
-      ssize_t n = read(fds[i].fd, buf, sizeof buf);
-      if (n > 0) {
-        sinks[i]->append(buf, n);
-      } else {
-        close(fds[i].fd);
-        fds[i].fd = -1;
-        --open_fds;
-      }
-    }
-  }
-  int status = 0;
-  waitpid(pid, &status, 0);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return r;
-}
+using ::testing::StartsWith;
 
 std::string Scenario(const char* name) {
-  return std::string(ANXIN_SOURCE_DIR) + "/examples/scenarios/" + name;
-}
-
-std::string WriteTemp(const std::string& name, const std::string& text) {
-  auto path = std::filesystem::temp_directory_path() /
-              ("anxin-devices-cli-" + std::to_string(getpid()) + "-" + name);
-  std::ofstream(path) << text;
-  return path.string();
+  return SourcePath(std::string("examples/scenarios/") + name);
 }
 
 TEST(DevicesCliTest, JsonOfAScenarioFile) {
-  RunResult r =
+  auto r =
       RunAnxin({"devices", "--scenario", Scenario("faults.yaml"), "--at", "75s", "--json"});
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  nlohmann::json j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
+  nlohmann::json j = nlohmann::json::parse(r.stdout_text);
   EXPECT_EQ(j["source"], "sim, scenario faults (8 x Ascend910C)");
   ASSERT_EQ(j["devices"].size(), 8u);
   EXPECT_EQ(j["devices"][0]["model"], "Ascend910C");
@@ -106,28 +37,28 @@ TEST(DevicesCliTest, JsonOfAScenarioFile) {
   EXPECT_EQ(j["devices"][5]["utilisation_percent"], 0.0);
   EXPECT_EQ(j["devices"][7]["health"], "Lost");
   // The same scenario at the same virtual time reads the same.
-  RunResult again =
+  auto again =
       RunAnxin({"devices", "--scenario", Scenario("faults.yaml"), "--at", "75s", "--json"});
-  nlohmann::json j2 = nlohmann::json::parse(again.out);
+  nlohmann::json j2 = nlohmann::json::parse(again.stdout_text);
   EXPECT_EQ(j["devices"], j2["devices"]);
 }
 
 TEST(DevicesCliTest, DefaultTableAndGlobalJsonFlag) {
-  RunResult r = RunAnxin({"devices"});
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_THAT(r.out, HasSubstr("sim, scenario default (8 x Ascend910C)"));
-  EXPECT_THAT(r.out, HasSubstr("| 7     910C                | OK            |"));
-  EXPECT_THAT(r.out, Not(HasSubstr("\x1b[")));  // not a terminal: no colours
-  RunResult j = RunAnxin({"--json", "devices"});
-  ASSERT_EQ(j.exit_code, 0) << j.err;
-  EXPECT_EQ(nlohmann::json::parse(j.out)["devices"].size(), 8u);
+  auto r = RunAnxin({"devices"});
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
+  EXPECT_THAT(r.stdout_text, HasSubstr("sim, scenario default (8 x Ascend910C)"));
+  EXPECT_THAT(r.stdout_text, HasSubstr("| 7     910C                | OK            |"));
+  EXPECT_THAT(r.stdout_text, Not(HasSubstr("\x1b[")));  // not a terminal: no colours
+  auto j = RunAnxin({"--json", "devices"});
+  ASSERT_EQ(j.exit_code, 0) << j.stderr_text;
+  EXPECT_EQ(nlohmann::json::parse(j.stdout_text)["devices"].size(), 8u);
 }
 
 TEST(DevicesCliTest, WatchPrintsFramesAsJsonLines) {
-  RunResult r = RunAnxin({"devices", "--scenario", "demo", "--at", "0s", "--watch", "--interval",
+  auto r = RunAnxin({"devices", "--scenario", "demo", "--at", "0s", "--watch", "--interval",
                           "2s", "--count", "4", "--json"});
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  std::istringstream in(r.out);
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
+  std::istringstream in(r.stdout_text);
   std::vector<nlohmann::json> frames;
   for (std::string line; std::getline(in, line);) frames.push_back(nlohmann::json::parse(line));
   ASSERT_EQ(frames.size(), 4u);
@@ -140,47 +71,145 @@ TEST(DevicesCliTest, WatchPrintsFramesAsJsonLines) {
 }
 
 TEST(DevicesCliTest, WatchAsTextEndsWithWhatChanged) {
-  RunResult r = RunAnxin({"devices", "--scenario", "demo", "--at", "0s", "--watch", "--interval",
+  auto r = RunAnxin({"devices", "--scenario", "demo", "--at", "0s", "--watch", "--interval",
                           "3s", "--count", "3"});
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_THAT(r.out,
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
+  EXPECT_THAT(r.stdout_text,
               HasSubstr("What changed in 6.0 s:\n  NPU 3: health OK -> Warning; temperature"));
-  EXPECT_THAT(r.out, HasSubstr("NPU 5: HBM used"));
+  EXPECT_THAT(r.stdout_text, HasSubstr("NPU 5: HBM used"));
 }
 
 TEST(DevicesCliTest, BadScenarioIsExitTwoWithLineAndColumn) {
+  TempDir dir;
   std::string path =
-      WriteTemp("bad.yaml", "devices:\n  count: 4\nevents:\n  - {at: 1s, device: 9, kind: hang}\n");
-  RunResult r = RunAnxin({"devices", "--scenario", path});
+      dir.Write("bad.yaml", "devices:\n  count: 4\nevents:\n  - {at: 1s, device: 9, kind: hang}\n");
+  auto r = RunAnxin({"devices", "--scenario", path});
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_THAT(r.err, HasSubstr(path + ":4:22: events[0].device: device 9 does not exist"));
-  EXPECT_TRUE(r.out.empty());
-  std::filesystem::remove(path);
+  EXPECT_THAT(r.stderr_text, HasSubstr(path + ":4:22: events[0].device: device 9 does not exist"));
+  EXPECT_TRUE(r.stdout_text.empty());
+}
+
+// A directory or an empty file where a scenario file is expected: exit 2
+// naming the flag.
+TEST(DevicesCliTest, ScenarioThatIsNotAFileNamesTheFlag) {
+  TempDir dir;
+  auto directory = RunAnxin({"devices", "--scenario", dir.path()});
+  EXPECT_EQ(directory.exit_code, 2);
+  EXPECT_THAT(directory.stderr_text, StartsWith("error: --scenario: "));
+  EXPECT_THAT(directory.stderr_text, HasSubstr("directory"));
+  std::string empty = dir.Write("empty.yaml", "");
+  auto e = RunAnxin({"devices", "--scenario", empty});
+  EXPECT_EQ(e.exit_code, 2);
+  EXPECT_THAT(e.stderr_text, HasSubstr("--scenario: " + empty + ": the file is empty"));
+  auto config = RunAnxin({"--config", dir.path(), "version"});
+  EXPECT_EQ(config.exit_code, 2);
+  EXPECT_THAT(config.stderr_text, StartsWith("error: --config " + dir.path() + ": is a directory"));
+  auto env = RunAnxin({"version"}, {.env = {"ANXIN_CONFIG=" + empty}});
+  EXPECT_EQ(env.exit_code, 2);
+  EXPECT_THAT(env.stderr_text, StartsWith("error: ANXIN_CONFIG " + empty + ": the file is empty"));
 }
 
 TEST(DevicesCliTest, OtherBadInputIsExitTwo) {
-  RunResult missing = RunAnxin({"devices", "--scenario", "/nonexistent/x.yaml"});
+  auto missing = RunAnxin({"devices", "--scenario", "/nonexistent/x.yaml"});
   EXPECT_EQ(missing.exit_code, 2);
-  EXPECT_THAT(missing.err, HasSubstr("/nonexistent/x.yaml"));
-  RunResult backend = RunAnxin({"devices", "--backend", "nope"});
+  EXPECT_THAT(missing.stderr_text, HasSubstr("/nonexistent/x.yaml"));
+  auto backend = RunAnxin({"devices", "--backend", "nope"});
   EXPECT_EQ(backend.exit_code, 2);
-  EXPECT_THAT(backend.err, HasSubstr("unknown device backend 'nope' (known: sim)"));
-  RunResult interval = RunAnxin({"devices", "--watch", "--interval", "soon"});
+  EXPECT_THAT(backend.stderr_text, HasSubstr("unknown device backend 'nope'"));
+  auto interval = RunAnxin({"devices", "--watch", "--interval", "soon"});
   EXPECT_EQ(interval.exit_code, 2);
-  EXPECT_THAT(interval.err, HasSubstr("--interval"));
-  RunResult flag = RunAnxin({"devices", "--bogus"});
+  EXPECT_THAT(interval.stderr_text, HasSubstr("--interval"));
+  auto flag = RunAnxin({"devices", "--bogus"});
   EXPECT_EQ(flag.exit_code, 2);
-  RunResult demo = RunAnxin({"demo", "--seconds", "0"});
+  auto demo = RunAnxin({"demo", "--seconds", "0"});
   EXPECT_EQ(demo.exit_code, 2);
 }
 
+// Counts that make no sense, and options that only go with --watch, are
+// refused with one line naming the flag.
+TEST(DevicesCliTest, CountIsCheckedAndGoesWithWatch) {
+  auto negative = RunAnxin({"devices", "--watch", "--count", "-1"});
+  EXPECT_EQ(negative.exit_code, 2);
+  EXPECT_EQ(negative.stderr_text.find('\n'), negative.stderr_text.size() - 1)
+      << negative.stderr_text;
+  EXPECT_THAT(negative.stderr_text,
+              StartsWith("error: --count: expected a whole number of frames, 0 or more, got '-1'"));
+  auto alone = RunAnxin({"devices", "--count", "3"});
+  EXPECT_EQ(alone.exit_code, 2);
+  EXPECT_THAT(alone.stderr_text, HasSubstr("--count requires --watch"));
+  EXPECT_TRUE(alone.stdout_text.empty());
+  auto interval = RunAnxin({"devices", "--interval", "2s"});
+  EXPECT_EQ(interval.exit_code, 2);
+  EXPECT_THAT(interval.stderr_text, HasSubstr("--interval requires --watch"));
+}
+
+// A mistyped command is named, with the nearest real one, on one line.
+TEST(CliErrorsTest, UnknownCommandsAreNamedWithTheNearestOne) {
+  auto top = RunAnxin({"devics"});
+  EXPECT_EQ(top.exit_code, 2);
+  EXPECT_EQ(top.stderr_text,
+            "error: unknown command 'devics' (did you mean 'devices'?); see 'anxin --help'\n");
+  auto nested = RunAnxin({"--log-level", "warn", "mem", "replai", "x.pickle"});
+  EXPECT_EQ(nested.exit_code, 2);
+  EXPECT_EQ(nested.stderr_text,
+            "error: unknown command 'replai' for 'anxin mem' (did you mean 'replay'?); see "
+            "'anxin mem --help'\n");
+  auto far = RunAnxin({"frobnicate"});
+  EXPECT_EQ(far.stderr_text, "error: unknown command 'frobnicate'; see 'anxin --help'\n");
+  auto none = RunAnxin({});
+  EXPECT_EQ(none.exit_code, 2);
+  EXPECT_THAT(none.stderr_text, StartsWith("error: a command is required; see 'anxin --help'"));
+  auto group = RunAnxin({"mem"});
+  EXPECT_EQ(group.exit_code, 2);
+  EXPECT_THAT(group.stderr_text, StartsWith("error: 'anxin mem' needs a command: "));
+  auto flag = RunAnxin({"devices", "--bogus"});
+  EXPECT_EQ(flag.exit_code, 2);
+  EXPECT_THAT(flag.stderr_text, StartsWith("error: "));
+  EXPECT_EQ(flag.stderr_text.find('\n'), flag.stderr_text.size() - 1) << flag.stderr_text;
+  auto help = RunAnxin({"mem", "--help"});
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_THAT(help.stdout_text, HasSubstr("replay"));
+}
+
+// The demo names the node it plays, checks everything before printing, and
+// speaks JSON when asked.
+TEST(DemoCliTest, NamesTheNodeItPlays) {
+  auto r = RunAnxin({"demo", "--scenario", "h100-node", "--seconds", "1", "--interval", "0.5s"});
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
+  EXPECT_THAT(r.stdout_text, HasSubstr("== stage 1/1: a simulated node (sim, scenario h100-node"));
+  EXPECT_THAT(r.stdout_text, HasSubstr("H100"));
+  EXPECT_THAT(r.stdout_text, Not(HasSubstr("910C")));
+}
+
+TEST(DemoCliTest, BadInputIsReportedBeforeAnythingIsPrinted) {
+  auto scenario = RunAnxin({"demo", "--scenario", "/nonexistent/s.yaml"});
+  EXPECT_EQ(scenario.exit_code, 2);
+  EXPECT_EQ(scenario.stdout_text, "");
+  EXPECT_THAT(scenario.stderr_text, StartsWith("error: --scenario /nonexistent/s.yaml: "));
+  auto interval = RunAnxin({"demo", "--seconds", "1s", "--interval", "2s"});
+  EXPECT_EQ(interval.exit_code, 2);
+  EXPECT_EQ(interval.stdout_text, "");
+  EXPECT_THAT(interval.stderr_text, HasSubstr("--interval 2s is longer than --seconds 1s"));
+}
+
+TEST(DemoCliTest, GlobalJsonGivesOneSummaryDocument) {
+  auto r = RunAnxin({"--json", "demo", "--seconds", "3", "--interval", "1s"});
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
+  nlohmann::json j = nlohmann::json::parse(r.stdout_text);
+  EXPECT_EQ(j["node"], "sim, scenario demo (8 x Ascend910C)");
+  ASSERT_EQ(j["stages"].size(), 1u);
+  EXPECT_EQ(j["stages"][0]["name"], "devices");
+  ASSERT_FALSE(j["stages"][0]["changes"].empty());
+  EXPECT_THAT(j["stages"][0]["changes"][0].get<std::string>(), HasSubstr("NPU 3"));
+}
+
 TEST(DemoCliTest, ShortDemoRunsAndSummarises) {
-  RunResult r = RunAnxin({"demo", "--seconds", "1", "--interval", "0.5s"});
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_THAT(r.out, HasSubstr("== stage 1/1"));
-  EXPECT_THAT(r.out, HasSubstr("sim, scenario demo (8 x Ascend910C)"));
-  EXPECT_THAT(r.out, HasSubstr("What changed in 1.0 s:"));
-  EXPECT_THAT(r.out, HasSubstr("Demo done."));
+  auto r = RunAnxin({"demo", "--seconds", "1", "--interval", "0.5s"});
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
+  EXPECT_THAT(r.stdout_text, HasSubstr("== stage 1/1"));
+  EXPECT_THAT(r.stdout_text, HasSubstr("sim, scenario demo (8 x Ascend910C)"));
+  EXPECT_THAT(r.stdout_text, HasSubstr("What changed in 1.0 s:"));
+  EXPECT_THAT(r.stdout_text, HasSubstr("Demo done."));
 }
 
 }  // namespace

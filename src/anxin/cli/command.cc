@@ -1,6 +1,8 @@
 #include "anxin/cli/command.h"
 
 #include <algorithm>
+#include <string>
+#include <vector>
 #include <cstdio>
 #include <map>
 
@@ -33,6 +35,103 @@ std::vector<CommandSpec> RegisteredCommands() {
 int ReportError(const Error& error) {
   std::fprintf(stderr, "error: %s\n", error.Describe().c_str());
   return ExitCodeFor(error);
+}
+
+std::string NearestName(const std::string& word, const std::vector<std::string>& names) {
+  auto distance = [](const std::string& a, const std::string& b) {
+    std::vector<size_t> row(b.size() + 1);
+    for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+    for (size_t i = 1; i <= a.size(); ++i) {
+      size_t diagonal = row[0];
+      row[0] = i;
+      for (size_t j = 1; j <= b.size(); ++j) {
+        size_t up = row[j];
+        row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] != b[j - 1])});
+        diagonal = up;
+      }
+    }
+    return row[b.size()];
+  };
+  std::string best;
+  size_t best_distance = 3;
+  for (const std::string& name : names) {
+    size_t d = (!word.empty() && name.starts_with(word)) ? 0 : distance(word, name);
+    if (d < best_distance) {
+      best = name;
+      best_distance = d;
+    }
+  }
+  return best;
+}
+
+namespace {
+
+// The option named by token ("--config" or "--config=x") in app or the apps above it.
+const CLI::Option* FindOption(const CLI::App* app, const std::string& token) {
+  const std::string name = token.substr(0, token.find('='));
+  for (; app != nullptr; app = app->get_parent()) {
+    if (const CLI::Option* o = app->get_option_no_throw(name)) return o;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+int ReportParseError(CLI::App& app, const CLI::ParseError& e, const std::vector<std::string>& args) {
+  if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+  // Walk the command words to find the first one that names no command.
+  CLI::App* current = &app;
+  std::string path = app.get_name();
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& token = args[i];
+    if (token == "--") break;
+    if (token.size() > 1 && token[0] == '-') {
+      const CLI::Option* option = FindOption(current, token);
+      if (option != nullptr && token.find('=') == std::string::npos &&
+          option->get_items_expected_max() > 0) {
+        ++i;  // its value
+      }
+      continue;
+    }
+    auto found = current->get_subcommands([&](CLI::App* sub) { return sub->get_name() == token; });
+    if (!found.empty()) {
+      current = found.front();
+      path += " " + token;
+      continue;
+    }
+    if (current->get_require_subcommand_min() > 0) {
+      std::vector<std::string> names;
+      for (const CLI::App* sub : current->get_subcommands([](CLI::App*) { return true; })) {
+        names.push_back(sub->get_name());
+      }
+      std::string nearest = NearestName(token, names);
+      std::fprintf(stderr, "error: unknown command '%s'%s%s; see '%s --help'\n", token.c_str(),
+                   path == app.get_name() ? "" : (" for '" + path + "'").c_str(),
+                   nearest.empty() ? "" : (" (did you mean '" + nearest + "'?)").c_str(),
+                   path.c_str());
+      return kExitUsage;
+    }
+  }
+  // CLI11's own message, on one line.
+  std::string message = e.what();
+  for (char& c : message) {
+    if (c == '\n') c = ' ';
+  }
+  while (!message.empty() && message.back() == ' ') message.pop_back();
+  if (current->get_require_subcommand_min() > 0 && current != &app &&
+      message.find("subcommand") != std::string::npos) {
+    std::vector<std::string> names;
+    for (const CLI::App* sub : current->get_subcommands([](CLI::App*) { return true; })) {
+      names.push_back(sub->get_name());
+    }
+    std::string list;
+    for (const std::string& n : names) list += (list.empty() ? "" : ", ") + n;
+    message = "'" + path + "' needs a command: " + list;
+  } else if (current == &app && message.find("subcommand") != std::string::npos) {
+    message = "a command is required";
+  }
+  std::fprintf(stderr, "error: %s; see '%s --help'\n", message.c_str(), path.c_str());
+  return kExitUsage;
 }
 
 }  // namespace anxin::cli

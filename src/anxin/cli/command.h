@@ -8,7 +8,10 @@
 //   anxin::cli::CommandMain Setup(CLI::App& app) {
 //     auto opts = std::make_shared<Opts>();
 //     app.add_option("--scenario", opts->scenario, "scenario YAML file");
-//     return [opts](const anxin::cli::GlobalOptions& g) -> int { ...; return 0; };
+//     return [opts](const anxin::cli::GlobalOptions& g) -> int {
+//       std::printf("%s%s\n", opts->scenario.c_str(), g.json ? " (json)" : "");
+//       return 0;
+//     };
 //   }
 //   ANXIN_REGISTER_COMMAND(devices, "show devices like npu-smi info", Setup);
 //   }  // namespace
@@ -72,6 +75,18 @@ std::vector<CommandSpec> RegisteredCommands();
 
 // Prints "error: <description>" to stderr and returns the exit code for it.
 int ReportError(const Error& error);
+
+// For a failed parse of args (argv without the program name) by app: help and
+// version requests are printed as asked (status 0); every other problem is one
+// line on stderr in the format of docs/exit-codes.md, naming the command that
+// was not understood and the nearest known name, e.g.
+//   error: unknown command 'devics' (did you mean 'devices'?); see 'anxin --help'
+// and returns kExitUsage.
+int ReportParseError(CLI::App& app, const CLI::ParseError& e, const std::vector<std::string>& args);
+
+// The name in `names` nearest to `word` (edit distance at most 2, or a name
+// that starts with it); "" when none is near.
+std::string NearestName(const std::string& word, const std::vector<std::string>& names);
 
 }  // namespace anxin::cli
 

@@ -2,6 +2,7 @@
 // JSON, or refreshed in place (--watch). Docs: docs/devices.md.
 #include <unistd.h>
 
+#include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -56,7 +57,13 @@ int Run(const Options& o, const GlobalOptions& g) {
   if (backend_name.empty()) backend_name = std::string(device::kDefaultBackend);
   const std::string& scenario = !o.scenario.empty() ? o.scenario : g.config.device.scenario;
   auto backend = device::CreateBackend(backend_name, {.scenario = scenario, .clock = clock});
-  if (!backend) return ReportError(backend.error());
+  if (!backend) {
+    Error e = backend.error();
+    // A scenario file that cannot be what was meant names the flag that gave it.
+    const bool input = e.code() == ErrorCode::kInvalidArgument || e.code() == ErrorCode::kNotFound;
+    if (input && !o.scenario.empty() && backend_name == "sim") e.With("--scenario");
+    return ReportError(e);
+  }
   if (virtual_clock) virtual_clock->Advance(FromSeconds(at_seconds));
 
   const bool tty = isatty(STDOUT_FILENO) == 1;
@@ -97,11 +104,22 @@ CommandMain Setup(CLI::App& app) {
                  "sim: scenario YAML file, or a built-in one: default (8 x Ascend910C), demo, "
                  "faults, h100-node (default: config device.scenario, env ANXIN_SCENARIO)");
   app.add_flag("--json", o->json, "print JSON (one document; JSON lines with --watch)");
-  app.add_flag("--watch", o->watch, "refresh until Ctrl-C (or --count frames)");
+  CLI::Option* watch = app.add_flag("--watch", o->watch, "refresh until Ctrl-C (or --count frames)");
   app.add_option("--interval", o->interval, "refresh interval for --watch, e.g. 1s, 500ms")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->needs(watch);
   app.add_option("--count", o->count, "with --watch: stop after N frames (0 = until Ctrl-C)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Validator(
+          [](const std::string& text) -> std::string {
+            int n = -1;
+            auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+            if (ec != std::errc() || end != text.data() + text.size() || n < 0) {
+              return "expected a whole number of frames, 0 or more, got '" + text + "'";
+            }
+            return "";
+          },
+          "FRAMES"))
+      ->needs(watch);
   app.add_option("--at", o->at,
                  "sim: show the scenario as it is this far in (e.g. 65s), on a virtual clock; "
                  "--watch then steps through it without waiting");
