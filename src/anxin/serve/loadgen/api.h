@@ -29,7 +29,7 @@ std::string_view ApiName(Api api);
 
 struct RequestSpec {
   Api api = Api::kCompletions;
-  std::string model;
+  std::string model{};
   bool stream = true;
   // vLLM's ignore_eos (and Triton's input of the same name is not sent): the
   // server generates exactly max_tokens, so runs are comparable.

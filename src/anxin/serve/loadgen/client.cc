@@ -81,6 +81,7 @@ struct Active final : BodySink, SseSink {
 
 struct Conn {
   int fd = -1;
+  uint64_t id = 0;  // unique per connection, unlike fd
   enum class State { kConnecting, kWriting, kReading, kIdle } state = State::kConnecting;
   std::string out;
   size_t out_off = 0;
@@ -138,6 +139,7 @@ class Loop {
   int64_t finished_ = 0;
   int64_t failed_ = 0;
   int64_t end_ns_ = 0;
+  uint64_t next_conn_id_ = 0;
   std::string request_head_;
   LoopStats stats_;
   std::vector<char> buf_ = std::vector<char>(256 * 1024);
@@ -214,6 +216,7 @@ Conn* Loop::OpenConn(int64_t rec, std::string* error) {
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
   auto conn = std::make_unique<Conn>();
   conn->fd = fd;
+  conn->id = ++next_conn_id_;
   int rc = ::connect(fd, reinterpret_cast<const sockaddr*>(&addr_), sizeof(addr_));
   if (rc < 0 && errno != EINPROGRESS) {
     *error =
@@ -538,11 +541,11 @@ void Loop::OnEvent(Conn* c, uint32_t events) {
     return;
   }
   if (c->state == Conn::State::kWriting && (events & EPOLLOUT)) {
+    // TryWrite may close c (and a retry may reuse its descriptor).
+    const int fd = c->fd;
+    const uint64_t id = c->id;
     TryWrite(c);
-    if (static_cast<size_t>(c->fd) >= conns_.size() ||
-        conns_[static_cast<size_t>(c->fd)].get() != c) {
-      return;
-    }
+    if (!conns_[static_cast<size_t>(fd)] || conns_[static_cast<size_t>(fd)]->id != id) return;
   }
   if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) TryRead(c);
 }

@@ -41,10 +41,10 @@
 namespace anxin::loadgen {
 
 struct Target {
-  std::string host;
+  std::string host{};
   uint16_t port = 80;
   // Empty: the API's default path (api.h DefaultPath).
-  std::string path;
+  std::string path{};
 };
 // "http://HOST[:PORT][/PATH]". https is kUnimplemented (put a TLS-terminating
 // proxy in front, or use the server's plain-HTTP port).
@@ -60,11 +60,11 @@ struct Progress {
 };
 
 struct LoadOptions {
-  Target target;
-  RequestSpec request;
+  Target target{};
+  RequestSpec request{};
   // Extra request headers, e.g. {"Authorization", "Bearer ..."}.
-  std::vector<std::pair<std::string, std::string>> headers;
-  ArrivalSpec arrivals;
+  std::vector<std::pair<std::string, std::string>> headers{};
+  ArrivalSpec arrivals{};
   uint64_t seed = 0;
   // Per request, from when it was sent.
   double timeout_s = 600;
@@ -73,7 +73,7 @@ struct LoadOptions {
   bool keep_alive = true;
   // Counts output tokens when the server sends no usage; not owned.
   const Tokenizer* tokenizer = nullptr;
-  std::function<void(const Progress&)> progress;
+  std::function<void(const Progress&)> progress{};
   double progress_interval_s = 1;
 };
 

@@ -33,7 +33,7 @@
 namespace anxin::loadgen {
 
 struct Prompt {
-  std::string text;
+  std::string text{};
   // Tokens in text (from the tokenizer, or estimated); the server's usage
   // chunk replaces it when there is one.
   int64_t input_tokens = 0;
@@ -61,7 +61,7 @@ struct DatasetOptions {
   int64_t count = 0;
   // When set, every prompt asks for lengths from this distribution instead of
   // the length of the dataset's reply.
-  std::optional<LengthDist> output;
+  std::optional<LengthDist> output{};
   uint64_t seed = 0;
   // Not owned; may be null.
   const Tokenizer* tokenizer = nullptr;

@@ -41,7 +41,7 @@ std::string RecordsCsv(const std::vector<RequestRecord>& records);
 struct SweepSpec {
   enum Kind { kConcurrency, kRate };
   Kind kind = kConcurrency;
-  std::vector<double> values;
+  std::vector<double> values{};
   std::string_view name() const { return kind == kConcurrency ? "concurrency" : "rate"; }
 };
 // "concurrency=1,2,4,8" or "rate=1,2.5,5" (values > 0, ascending or not).
