@@ -96,6 +96,18 @@ std::string ErrorMessage(const json& e) {
 }  // namespace
 
 Chunk ParseChunk(Api api, std::string_view data, bool keep_text) {
+  if (data == "[DONE]") {
+    Chunk c;
+    c.kind = Chunk::kDone;
+    return c;
+  }
+  if (auto fast = internal::FastParseChunk(api, data, keep_text)) return *std::move(fast);
+  return internal::FullParseChunk(api, data, keep_text);
+}
+
+namespace internal {
+
+Chunk FullParseChunk(Api api, std::string_view data, bool keep_text) {
   Chunk c;
   if (data == "[DONE]") {
     c.kind = Chunk::kDone;
@@ -156,4 +168,5 @@ Chunk ParseChunk(Api api, std::string_view data, bool keep_text) {
   return c;
 }
 
+}  // namespace internal
 }  // namespace anxin::loadgen

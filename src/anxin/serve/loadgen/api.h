@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -63,7 +64,15 @@ struct Chunk {
   std::string message;
 };
 
+// Decodes one event: the fast scanner for the usual chunks, the full JSON
+// parser for everything else (both give the same result; the fuzzer checks).
 Chunk ParseChunk(Api api, std::string_view data, bool keep_text);
+
+namespace internal {
+// nullopt when the event is not a plain chunk (chunk_scanner.cc).
+std::optional<Chunk> FastParseChunk(Api api, std::string_view data, bool keep_text);
+Chunk FullParseChunk(Api api, std::string_view data, bool keep_text);
+}  // namespace internal
 
 }  // namespace anxin::loadgen
 

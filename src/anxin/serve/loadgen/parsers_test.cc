@@ -238,5 +238,57 @@ TEST(Api, DecodesChunks) {
   EXPECT_EQ(c.completion_tokens, 2);
 }
 
+TEST(Api, FastScannerAgreesWithTheFullParser) {
+  struct Case {
+    Api api;
+    const char* data;
+    // The scanner answers (else it leaves the event to the parser): 1 always,
+    // 2 only when the text itself is not asked for.
+    int fast;
+  };
+  const Case cases[] = {
+      {Api::kCompletions,
+       R"({"id":"x","choices":[{"index":0,"text":" the","logprobs":null}],"usage":null})", 1},
+      {Api::kCompletions, R"({"choices":[{"text":"caf\u00e9 \"q\"\n\ud83d\ude00"}]})", 1},
+      {Api::kCompletions, "{\"choices\":[{\"text\":\"\xe4\xbd\xa0\"}]}", 1},
+      {Api::kCompletions, R"({"choices":[],"usage":{"prompt_tokens":12,"completion_tokens":-3}})",
+       1},
+      {Api::kCompletions, R"({"choices":[{"text":5},{"text":{"a":1}},7,{"text":"ab"}]})", 1},
+      {Api::kChat, R"({"choices":[{"delta":{"content":"a","reasoning_content":"bc"}}]})", 2},
+      {Api::kChat,
+       R"({"choices":[{"message":{"content":"hello"}}],"usage":{"completion_tokens":2.0}})", 1},
+      {Api::kTriton, R"({"model_name":"e","text_output":"abc","usage":{"completion_tokens":9}})",
+       1},
+      {Api::kCompletions, R"({"error":null,"choices":[{"text":"a"}]})", 1},
+      // Left to the parser: errors, odd keys, repeats, exponents, bad JSON.
+      {Api::kCompletions, R"({"error":{"message":"x"}})", 0},
+      {Api::kCompletions, R"({"object":"error","message":"x"})", 0},
+      {Api::kCompletions, R"({"object":"err\u006fr","message":"x"})", 0},
+      {Api::kCompletions, R"({"choices":[{"te\u0078t":"a"}]})", 0},
+      {Api::kCompletions, R"({"choices":[{"text":"a","text":"bb"}]})", 0},
+      {Api::kCompletions, R"({"choices":[],"usage":{"completion_tokens":1e2}})", 0},
+      {Api::kCompletions, R"({"choices":[{"text":"a"}],})", 0},
+      {Api::kCompletions, "{\"choices\":[{\"text\":\"\xc0\xaf\"}]}", 0},
+      {Api::kCompletions, R"({"choices":[{"text":"\ud800"}]})", 0},
+      {Api::kCompletions, R"({"usage":{"completion_tokens":3}})", 0},
+      {Api::kCompletions, R"({"choices":[{"text":"a"}]} x)", 0},
+      {Api::kTriton, R"({"model_name":"e"})", 0},
+      {Api::kChat, "[1,2]", 0},
+  };
+  for (const Case& c : cases) {
+    for (bool keep : {false, true}) {
+      auto fast = internal::FastParseChunk(c.api, c.data, keep);
+      Chunk full = internal::FullParseChunk(c.api, c.data, keep);
+      EXPECT_EQ(fast.has_value(), c.fast == 1 || (c.fast == 2 && !keep)) << c.data;
+      if (!fast) continue;
+      EXPECT_EQ(fast->kind, full.kind) << c.data;
+      EXPECT_EQ(fast->text_bytes, full.text_bytes) << c.data;
+      EXPECT_EQ(fast->text, full.text) << c.data;
+      EXPECT_EQ(fast->prompt_tokens, full.prompt_tokens) << c.data;
+      EXPECT_EQ(fast->completion_tokens, full.completion_tokens) << c.data;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace anxin::loadgen
