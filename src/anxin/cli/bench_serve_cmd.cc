@@ -5,9 +5,11 @@
 //   anxin bench serve --url http://127.0.0.1:8000 --model m --concurrency 8
 //   anxin bench serve --rate 20 --dataset sharegpt.json --slo ttft=500ms,tpot=50ms
 //   anxin bench serve --sweep concurrency=1,2,4,8,16 --slo ttft=500ms,tpot=50ms --svg load.svg
+#include <signal.h>
 #include <strings.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -23,6 +25,10 @@ namespace anxin::cli {
 namespace {
 
 namespace lg = anxin::loadgen;
+
+// Set by SIGINT/SIGTERM: the run stops and reports what it measured so far.
+std::atomic<bool> g_stop{false};
+void OnStopSignal(int) { g_stop.store(true); }
 
 struct Opts {
   std::string url = "http://127.0.0.1:8000", api = "completions", endpoint, model;
@@ -187,9 +193,23 @@ int Run(const Opts& o, const GlobalOptions& g) {
     if (tty && !label.empty() && !o.no_progress) std::fputs("\n", stderr);
     label = a.ToString();
   };
+  load.stop = &g_stop;
+  struct sigaction sa {};
+  sa.sa_handler = OnStopSignal;  // no SA_RESTART: the event loop's wait returns at once
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
   auto result = lg::RunBench(prompts, plan);
+  signal(SIGINT, SIG_DFL);
+  signal(SIGTERM, SIG_DFL);
   if (tty && !o.no_progress) std::fputs("\n", stderr);
   if (!result) return ReportError(result.error());
+  if (g_stop.load()) {
+    std::fputs(
+        "interrupted: reporting the requests measured so far (open ones count as "
+        "cancelled)\n",
+        stderr);
+  }
 
   if (!o.csv.empty()) {
     if (auto s = WriteFileAtomic(o.csv, lg::BenchCsv(*result, plan.sweep)); !s) {

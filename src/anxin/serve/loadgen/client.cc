@@ -117,6 +117,8 @@ class Loop {
   void Finish(Conn* c, bool reuse);
   void CloseConn(Conn* c);
   void StartNext();
+  // Stops sending and ends every open request as cancelled.
+  void Cancel();
   std::string BuildRequest(const Prompt& p) const;
 
   const std::vector<Prompt>& prompts_;
@@ -525,6 +527,23 @@ void Loop::StartNext() {
   }
 }
 
+void Loop::Cancel() {
+  limit_ = next_;
+  while (!waiting_.empty()) {
+    RequestRecord& r = record(waiting_.front());
+    waiting_.pop_front();
+    r.error = "cancelled";
+    r.error_detail = "the run was stopped before this request was sent";
+    r.end_ns = now_;
+    ++finished_;
+    ++failed_;
+  }
+  for (size_t i = 0; i < conns_.size(); ++i) {
+    Conn* c = conns_[i].get();
+    if (c && c->active) Fail(c, "cancelled", "the run was stopped while this request was open");
+  }
+}
+
 void Loop::OnEvent(Conn* c, uint32_t events) {
   if (c->state == Conn::State::kConnecting) {
     if (!(events & (EPOLLOUT | EPOLLERR | EPOLLHUP))) return;
@@ -586,6 +605,7 @@ Result<RunResult> Loop::Run() {
   while (true) {
     Tick();
     if (stop_at >= 0 && now_ >= stop_at && limit_ > next_) limit_ = next_;
+    if (o_.stop && o_.stop->load(std::memory_order_relaxed)) Cancel();
     if (o_.arrivals.open_loop()) {
       while (next_ < limit_ && offsets_ns_[static_cast<size_t>(next_)] <= now_) {
         record(next_).due_ns = offsets_ns_[static_cast<size_t>(next_)];

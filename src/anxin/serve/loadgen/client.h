@@ -10,6 +10,9 @@
 //   ANXIN_ASSIGN_OR_RETURN(RunResult run, RunLoad(prompts, o));
 //   Summary s = Summarize(run.records, run.duration_s, slo);
 //
+// A signal interrupts the wait (epoll), so a stop flag set from a signal
+// handler is seen at once.
+//
 // Failures of single requests (refused connections, timeouts, dropped
 // streams, 5xx, malformed HTTP or SSE) are recorded in their RequestRecord and
 // never end the run; RunLoad itself fails only when it cannot start (a host
@@ -25,6 +28,7 @@
 #ifndef ANXIN_SERVE_LOADGEN_CLIENT_H_
 #define ANXIN_SERVE_LOADGEN_CLIENT_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -75,6 +79,9 @@ struct LoadOptions {
   const Tokenizer* tokenizer = nullptr;
   std::function<void(const Progress&)> progress{};
   double progress_interval_s = 1;
+  // When set (from a signal handler, say), the run stops sending, ends the
+  // open requests as "cancelled" and returns what it has. Not owned.
+  const std::atomic<bool>* stop = nullptr;
 };
 
 // The client's own cost, to show it was not the bottleneck.

@@ -303,6 +303,31 @@ TEST(Client, DurationStopsNewRequests) {
   for (const RequestRecord& r : run->records) EXPECT_TRUE(r.ok());
 }
 
+TEST(Client, StopEndsOpenRequestsAsCancelled) {
+  // The server never finishes; the stop flag (set here once four streams
+  // are open, as a signal handler would) ends the run without waiting for
+  // the 60 s timeout.
+  ScriptedServer server([](const ScriptedRequest&) {
+    Script s;
+    s.steps.push_back({0, SseHead() + HttpChunk(CompletionChunk("x"))});
+    s.end = Script::End::kHang;
+    return s;
+  });
+  std::atomic<bool> stop{false};
+  LoadOptions o = Options(server, 4);
+  o.timeout_s = 60;
+  o.stop = &stop;
+  o.progress_interval_s = 0.01;
+  o.progress = [&](const Progress& p) {
+    if (p.open == 4) stop = true;
+  };
+  auto run = RunLoad(Prompts(100), o);
+  ASSERT_THAT(run, IsOk());
+  ASSERT_EQ(run->records.size(), 4u);
+  for (const RequestRecord& r : run->records) EXPECT_EQ(r.error, "cancelled");
+  EXPECT_LT(run->loop.wall_s, 30);
+}
+
 TEST(Client, SweepRunsEachConcurrency) {
   ScriptedServer server([](const ScriptedRequest&) { return SseScript({"a", "b"}, 20, 5, 1); });
   BenchPlan plan;

@@ -50,7 +50,7 @@ struct RequestRecord {
   TokenSource output_source = TokenSource::kEstimate;
   int http_status = 0;
   // Empty for success; else one of: connect, timeout, dropped, malformed_http,
-  // malformed_sse, server_error, incomplete, http_NNN.
+  // malformed_event, server_error, incomplete, http_NNN, cancelled.
   std::string error;
   std::string error_detail;
 
