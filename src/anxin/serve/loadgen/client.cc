@@ -18,6 +18,7 @@
 #include <cmath>
 #include <cstring>
 #include <deque>
+#include <limits>
 #include <memory>
 #include <queue>
 
@@ -599,7 +600,10 @@ Result<RunResult> Loop::Run() {
   double cpu0 = ThreadCpuSeconds();
   start_ = MonotonicNs();
   now_ = 0;
-  int64_t next_progress = static_cast<int64_t>(o_.progress_interval_s * 1e9);
+  // Without a progress callback nothing is due then: the loop sleeps until a
+  // socket, an arrival or a deadline needs it.
+  int64_t next_progress = o_.progress ? static_cast<int64_t>(o_.progress_interval_s * 1e9)
+                                      : std::numeric_limits<int64_t>::max();
   const int64_t stop_at = o_.duration_s > 0 ? static_cast<int64_t>(o_.duration_s * 1e9) : -1;
   std::vector<epoll_event> events(1024);
   while (true) {
@@ -632,7 +636,7 @@ Result<RunResult> Loop::Run() {
       wake = std::min(wake, offsets_ns_[static_cast<size_t>(next_)]);
     }
     if (stop_at >= 0 && limit_ > next_) wake = std::min(wake, stop_at);
-    int64_t wait_ns = std::max<int64_t>(0, wake - now_);
+    int64_t wait_ns = std::clamp<int64_t>(wake - now_, 0, int64_t{3600} * 1000000000);
     timespec ts{static_cast<time_t>(wait_ns / 1000000000), static_cast<long>(wait_ns % 1000000000)};
     int got = ::epoll_pwait2(epfd_, events.data(), static_cast<int>(events.size()), &ts, nullptr);
     if (got < 0) {

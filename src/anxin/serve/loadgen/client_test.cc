@@ -328,6 +328,16 @@ TEST(Client, StopEndsOpenRequestsAsCancelled) {
   EXPECT_LT(run->loop.wall_s, 30);
 }
 
+TEST(Client, AnIdleLoopSleeps) {
+  // One slow request and no progress callback: the loop must wait in epoll,
+  // not spin (each wake-up is counted).
+  ScriptedServer server([](const ScriptedRequest&) { return SseScript({"x"}, 1500, 0, 1); });
+  auto run = RunLoad(Prompts(1), Options(server, 1));
+  ASSERT_THAT(run, IsOk());
+  EXPECT_TRUE(run->records[0].ok());
+  EXPECT_LT(run->loop.wakeups, 50);
+}
+
 TEST(Client, SweepRunsEachConcurrency) {
   ScriptedServer server([](const ScriptedRequest&) { return SseScript({"a", "b"}, 20, 5, 1); });
   BenchPlan plan;
