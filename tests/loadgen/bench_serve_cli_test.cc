@@ -119,6 +119,9 @@ TEST(BenchServeCli, BadInputAndDeadServers) {
   EXPECT_THAT(bad_slo.stderr_text, HasSubstr("--slo"));
   auto bad_api = RunAnxin({"bench", "serve", "--api", "grpc"});
   EXPECT_EQ(bad_api.exit_code, 2);
+  auto no_rate = RunAnxin({"bench", "serve", "--arrival", "gamma"});
+  EXPECT_EQ(no_rate.exit_code, 2);
+  EXPECT_THAT(no_rate.stderr_text, HasSubstr("give --rate too"));
   auto bad_sweep = RunAnxin({"bench", "serve", "--sweep", "batch=1,2"});
   EXPECT_EQ(bad_sweep.exit_code, 2);
   TempDir dir;

@@ -43,6 +43,8 @@ struct Opts {
   uint64_t seed = 0;
   std::vector<std::string> headers;
   bool no_stream = false, ignore_eos = false, no_progress = false, no_keep_alive = false;
+  // Set when --arrival or --burstiness was given (they need --rate).
+  bool open_loop_flags = false;
 };
 
 Result<double> Seconds(const std::string& text, const char* flag) {
@@ -104,6 +106,10 @@ int Run(const Opts& o, const GlobalOptions& g) {
 
   // Arrivals: a rate makes an open loop (with --concurrency as its cap);
   // otherwise a closed loop at --concurrency (default 1).
+  if (o.open_loop_flags && o.rate.empty()) {
+    return ReportError(Error(ErrorCode::kInvalidArgument,
+                             "--arrival and --burstiness shape an open loop: give --rate too"));
+  }
   if (!o.rate.empty()) {
     auto kind = lg::ParseArrivalKind(o.arrival);
     if (!kind) return ReportError(kind.error().With("--arrival"));
@@ -281,11 +287,12 @@ CommandMain Setup(CLI::App& app) {
   app.add_option("-c,--concurrency", o->concurrency,
                  "requests in flight (closed loop; default 1); with --rate, the cap");
   app.add_option("--rate", o->rate, "open loop: requests per second (or inf)");
-  app.add_option("--arrival", o->arrival, "open-loop process: poisson, gamma or constant")
-      ->capture_default_str();
-  app.add_option("--burstiness", o->burstiness,
-                 "gamma shape: < 1 burstier than Poisson, > 1 more even")
-      ->capture_default_str();
+  CLI::Option* arrival =
+      app.add_option("--arrival", o->arrival, "open-loop process: poisson, gamma or constant")
+          ->capture_default_str();
+  CLI::Option* burstiness = app.add_option("--burstiness", o->burstiness,
+                                           "gamma shape: < 1 burstier than Poisson, > 1 more even")
+                                ->capture_default_str();
   app.add_option("--duration", o->duration, "stop sending new requests after this long, e.g. 60s");
   app.add_option("--timeout", o->timeout, "per-request deadline from sending")
       ->capture_default_str();
@@ -308,7 +315,10 @@ CommandMain Setup(CLI::App& app) {
                "ask the server (vLLM) to generate exactly max_tokens");
   app.add_flag("--no-keep-alive", o->no_keep_alive, "a new connection per request");
   app.add_flag("--no-progress", o->no_progress, "no progress line on stderr");
-  return [o](const GlobalOptions& g) -> int { return Run(*o, g); };
+  return [o, arrival, burstiness](const GlobalOptions& g) -> int {
+    o->open_loop_flags = arrival->count() > 0 || burstiness->count() > 0;
+    return Run(*o, g);
+  };
 }
 
 ANXIN_REGISTER_SUBCOMMAND(bench, serve,

@@ -361,6 +361,29 @@ TEST(Client, SweepRunsEachConcurrency) {
   EXPECT_EQ(csv.substr(0, 18), "concurrency,index,");
 }
 
+TEST(Client, SweepRunsEachRateOpenLoop) {
+  ScriptedServer server([](const ScriptedRequest&) { return SseScript({"a"}, 0, 0, 1); });
+  BenchPlan plan;
+  plan.load = Options(server, 1);  // closed loop: the rate sweep makes it Poisson, uncapped
+  plan.sweep = *ParseSweep("rate=20,40");
+  std::vector<ArrivalSpec> seen;
+  plan.on_point = [&](const ArrivalSpec& a) { seen.push_back(a); };
+  auto result = RunBench(Prompts(6), plan);
+  ASSERT_THAT(result, IsOk());
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[1].kind, ArrivalSpec::kPoisson);
+  EXPECT_EQ(seen[1].rate, 40);
+  EXPECT_EQ(seen[1].concurrency, 0);
+  // The due times are the Poisson schedule of each rate (seed 0).
+  for (size_t p = 0; p < 2; ++p) {
+    auto offsets = ArrivalOffsets(seen[p], 6, 0);
+    for (size_t i = 0; i < 6; ++i) {
+      EXPECT_EQ(result->records[p][i].due_ns, static_cast<int64_t>(offsets[i] * 1e9));
+    }
+    EXPECT_EQ(result->points[p].summary.completed, 6);
+  }
+}
+
 TEST(Client, UrlParsing) {
   auto t = ParseUrl("http://localhost:8000/v1/completions");
   ASSERT_THAT(t, IsOk());
