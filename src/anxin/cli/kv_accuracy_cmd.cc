@@ -5,8 +5,11 @@
 //   anxin kv accuracy --keys k.npy --values v.npy --format fp16,int8,int4,int4-asym:kivi
 //   anxin kv accuracy --safetensors kv.safetensors --keys layer0.k --values layer0.v
 //   anxin kv accuracy --min-cosine 0.99          # synthetic; exit 1 below the bar
+#include <fmt/format.h>
+
 #include <cstdio>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "anxin/cli/command.h"
@@ -57,8 +60,8 @@ int Run(const Opts& o, const GlobalOptions& g) {
                                       .queries = o.queries,
                                       .seed = o.seed});
   }
-  auto report = serve::MeasureAccuracy(kv, formats,
-                                       {.block_tokens = o.block, .queries = o.queries});
+  auto report =
+      serve::MeasureAccuracy(kv, formats, {.block_tokens = o.block, .queries = o.queries});
   if (!report) return ReportError(report.error());
   bool ok = true;
   for (const auto& r : report->rows) ok = ok && r.attention.cosine >= o.min_cosine;
@@ -85,10 +88,11 @@ int Run(const Opts& o, const GlobalOptions& g) {
     }
     std::printf("%s\n", j.dump(2).c_str());
   } else {
-    std::printf("K/V: %s\n%d tokens, %d KV heads, head dim %d; %d queries x %d heads against "
-                "float64 attention\n\n",
-                report->source.c_str(), report->tokens, report->kv_heads, report->head_dim,
-                report->queries, report->q_heads);
+    std::printf(
+        "K/V: %s\n%d tokens, %d KV heads, head dim %d; %d queries x %d heads against "
+        "float64 attention\n\n",
+        report->source.c_str(), report->tokens, report->kv_heads, report->head_dim, report->queries,
+        report->q_heads);
     std::printf("%-20s %6s %12s %12s %12s %12s %12s\n", "format", "bits", "attn cosine",
                 "attn maxabs", "attn meanabs", "K rmse", "V rmse");
     for (const auto& r : report->rows) {
@@ -117,8 +121,7 @@ CommandMain Setup(CLI::App& app) {
                  "default: by rank");
   app.add_option("--format", o->formats, "KV formats, comma-separated")->capture_default_str();
   app.add_option("--block-size", o->block, "tokens per KV block")->capture_default_str();
-  app.add_option("--query-count", o->queries, "queries when none are given")
-      ->capture_default_str();
+  app.add_option("--query-count", o->queries, "queries when none are given")->capture_default_str();
   app.add_option("--tokens", o->tokens, "synthetic: tokens")->capture_default_str();
   app.add_option("--kv-heads", o->kv_heads, "synthetic: KV heads")->capture_default_str();
   app.add_option("--head-dim", o->head_dim, "synthetic: head dimension")->capture_default_str();

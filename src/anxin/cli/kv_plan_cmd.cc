@@ -2,8 +2,8 @@
 // memory, per KV format, side by side (docs/serve.md).
 //
 //   anxin kv plan --model llama-3-8b --device-memory 80GiB --seq-len 4096
-//   anxin kv plan --layers 80 --kv-heads 8 --head-dim 128 --weights 138GiB --tp 4 \
-//       --device-memory 64GiB --format fp16,int8,int4,int4-asym:kivi
+//   anxin kv plan --layers 80 --kv-heads 8 --head-dim 128 --weights 138GiB --tp 4
+//                 --device-memory 64GiB --format fp16,int8,int4,int4-asym:kivi
 #include <cstdio>
 #include <memory>
 #include <sstream>
@@ -26,7 +26,8 @@ struct Opts {
 int Run(const Opts& o, const GlobalOptions& g) {
   serve::KvPlanInput in;
   if (!o.model.empty()) {
-    if (auto s = serve::ApplyModelPreset(o.model, in); !s) return ReportError(s.error().With("--model"));
+    if (auto s = serve::ApplyModelPreset(o.model, in); !s)
+      return ReportError(s.error().With("--model"));
   }
   if (o.layers > 0) in.shape.layers = o.layers;
   if (o.kv_heads > 0) in.shape.kv_heads = o.kv_heads;

@@ -5,7 +5,8 @@
 namespace anxin::cli {
 namespace {
 
-ANXIN_REGISTER_COMMAND_GROUP(serve, "serving: a simulated OpenAI-compatible server, an admission gate");
+ANXIN_REGISTER_COMMAND_GROUP(serve,
+                             "serving: a simulated OpenAI-compatible server, an admission gate");
 
 }  // namespace
 }  // namespace anxin::cli

@@ -3,6 +3,8 @@
 // through untouched, per-route metrics (docs/serve.md).
 //
 //   anxin serve gate --upstream http://127.0.0.1:8000 --port 9000 --max-concurrency 8
+#include <fmt/format.h>
+
 #include <charconv>
 #include <cstdio>
 #include <fstream>
@@ -30,8 +32,9 @@ struct Opts {
 Status ParseUpstream(const std::string& url, serve::GateOptions& o) {
   std::string_view s = url;
   if (s.starts_with("https://")) {
-    return InvalidArgument("--upstream: https is not proxied; point the gate at the server's "
-                           "plain-HTTP port");
+    return InvalidArgument(
+        "--upstream: https is not proxied; point the gate at the server's "
+        "plain-HTTP port");
   }
   if (s.starts_with("http://")) s.remove_prefix(7);
   if (!s.empty() && s.back() == '/') s.remove_suffix(1);

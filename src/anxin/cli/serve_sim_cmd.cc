@@ -4,6 +4,8 @@
 //
 //   anxin serve sim --model llama-3-8b --device-memory 80GiB --kv-format int4 --port 8000
 //   anxin serve sim --num-blocks 64 --max-num-seqs 8 --time-scale 0.1 --port 0
+#include <fmt/format.h>
+
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -21,8 +23,8 @@ namespace serve = anxin::serve;
 
 struct Opts {
   std::string host = "127.0.0.1", model = "llama-3-8b", kv_format = "fp16", kv_memory,
-              device_memory = "80GiB", weights, reserve = "1GiB", time_model, served_name = "anxin-sim",
-              port_file;
+              device_memory = "80GiB", weights, reserve = "1GiB", time_model,
+              served_name = "anxin-sim", port_file;
   int port = 8000, layers = 0, kv_heads = 0, head_dim = 0, tp = 1, num_blocks = 0, block = 16;
   int max_num_seqs = 256, max_batched_tokens = 8192, max_waiting = 100000, max_model_len = 32768;
   double utilization = 0.9, watermark = 0.01, time_scale = 1.0, duration = 0;
@@ -125,16 +127,18 @@ int Run(const Opts& o, const GlobalOptions& g) {
     std::printf("%s\n", snap.ToJson().dump(2).c_str());
   } else {
     const auto& s = snap.engine;
-    std::printf("requests: %llu submitted, %llu completed, %llu cancelled by clients, %llu "
-                "refused (queue full), %llu invalid\n",
-                (unsigned long long)s.submitted, (unsigned long long)s.completed,
-                (unsigned long long)s.cancelled, (unsigned long long)s.refused_queue_full,
-                (unsigned long long)s.refused_invalid);
-    std::printf("tokens: %llu prompt (%llu from the prefix cache), %llu generated; %llu "
-                "preemptions (%llu tokens recomputed)\n",
-                (unsigned long long)s.prompt_tokens, (unsigned long long)s.prefix_cached_tokens,
-                (unsigned long long)s.generated_tokens, (unsigned long long)s.preemptions,
-                (unsigned long long)s.recomputed_tokens);
+    std::printf(
+        "requests: %llu submitted, %llu completed, %llu cancelled by clients, %llu "
+        "refused (queue full), %llu invalid\n",
+        (unsigned long long)s.submitted, (unsigned long long)s.completed,
+        (unsigned long long)s.cancelled, (unsigned long long)s.refused_queue_full,
+        (unsigned long long)s.refused_invalid);
+    std::printf(
+        "tokens: %llu prompt (%llu from the prefix cache), %llu generated; %llu "
+        "preemptions (%llu tokens recomputed)\n",
+        (unsigned long long)s.prompt_tokens, (unsigned long long)s.prefix_cached_tokens,
+        (unsigned long long)s.generated_tokens, (unsigned long long)s.preemptions,
+        (unsigned long long)s.recomputed_tokens);
     std::printf("steps: %llu, %.3f s simulated; largest batch %d of cap %d\n",
                 (unsigned long long)s.steps, s.simulated_seconds, s.max_running, e.max_num_seqs);
   }

@@ -26,7 +26,8 @@ inline int WaitForStop(double duration_seconds) {
   sigemptyset(&set);
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGTERM);
-  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(duration_seconds);
+  const auto end =
+      std::chrono::steady_clock::now() + std::chrono::duration<double>(duration_seconds);
   for (;;) {
     timespec ts{1, 0};
     if (duration_seconds > 0) {

@@ -1,9 +1,9 @@
 #include "anxin/serve/block_manager.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <unordered_set>
-
-#include <fmt/format.h>
 
 namespace anxin::serve {
 namespace {
@@ -58,16 +58,16 @@ int BlockManager::MatchPrefix(std::span<const int32_t> tokens, std::vector<int>*
 }
 
 int BlockManager::BlocksNeeded(std::span<const int32_t> tokens) const {
-  const int total = static_cast<int>((tokens.size() + options_.block_tokens - 1) /
-                                     options_.block_tokens);
+  const int total =
+      static_cast<int>((tokens.size() + options_.block_tokens - 1) / options_.block_tokens);
   return total - MatchPrefix(tokens, nullptr);
 }
 
 bool BlockManager::CanAllocate(std::span<const int32_t> tokens, int reserve_blocks) const {
   std::vector<int> hits;
   MatchPrefix(tokens, &hits);
-  const int total = static_cast<int>((tokens.size() + options_.block_tokens - 1) /
-                                     options_.block_tokens);
+  const int total =
+      static_cast<int>((tokens.size() + options_.block_tokens - 1) / options_.block_tokens);
   int available = AvailableBlocks();
   for (int h : hits) {
     if (blocks_[h].in_lru) --available;  // reused, so not available for the rest
@@ -75,9 +75,7 @@ bool BlockManager::CanAllocate(std::span<const int32_t> tokens, int reserve_bloc
   return total - static_cast<int>(hits.size()) + reserve_blocks <= available;
 }
 
-int BlockManager::AvailableBlocks() const {
-  return static_cast<int>(free_.size() + lru_.size());
-}
+int BlockManager::AvailableBlocks() const { return static_cast<int>(free_.size() + lru_.size()); }
 
 int BlockManager::TakeBlock() {
   int b;
@@ -119,9 +117,9 @@ Result<int> BlockManager::Allocate(SeqId id, std::span<const int32_t> tokens) {
     return FailedPrecondition(fmt::format("sequence {} already has blocks", id));
   }
   if (!CanAllocate(tokens)) {
-    return ResourceExhausted(fmt::format(
-        "sequence {}: {} tokens need {} more blocks of {} tokens, {} available", id,
-        tokens.size(), BlocksNeeded(tokens), options_.block_tokens, AvailableBlocks()));
+    return ResourceExhausted(
+        fmt::format("sequence {}: {} tokens need {} more blocks of {} tokens, {} available", id,
+                    tokens.size(), BlocksNeeded(tokens), options_.block_tokens, AvailableBlocks()));
   }
   std::vector<int> hits;
   MatchPrefix(tokens, &hits);
@@ -159,9 +157,9 @@ Result<std::optional<CopyOp>> BlockManager::Append(SeqId id, int32_t token) {
   const bool needs_block = seq.length % b == 0;
   const bool shared_last = !needs_block && blocks_[seq.blocks.back()].ref > 1;
   if ((needs_block || shared_last) && AvailableBlocks() == 0) {
-    return ResourceExhausted(fmt::format(
-        "sequence {}: no free or evictable block for token {} ({} blocks, all in use)", id,
-        seq.length, options_.num_blocks));
+    return ResourceExhausted(
+        fmt::format("sequence {}: no free or evictable block for token {} ({} blocks, all in use)",
+                    id, seq.length, options_.num_blocks));
   }
   if (needs_block) {
     seq.blocks.push_back(TakeBlock());
@@ -257,7 +255,8 @@ Status BlockManager::CheckInvariants() const {
     }
     for (size_t i = 0; i < seq.blocks.size(); ++i) {
       const int b = seq.blocks[i];
-      if (b < 0 || b >= n) return Internal(fmt::format("sequence {}: block {} out of range", id, b));
+      if (b < 0 || b >= n)
+        return Internal(fmt::format("sequence {}: block {} out of range", id, b));
       ++refs[b];
       const int filled = i + 1 < seq.blocks.size() ? bt : seq.length - static_cast<int>(i) * bt;
       if (blocks_[b].filled != filled) {
@@ -299,8 +298,8 @@ Status BlockManager::CheckInvariants() const {
       }
     }
     if (static_cast<int>(blk.tokens.size()) != blk.filled) {
-      return Internal(fmt::format("block {}: {} tokens kept, {} counted", b, blk.tokens.size(),
-                                  blk.filled));
+      return Internal(
+          fmt::format("block {}: {} tokens kept, {} counted", b, blk.tokens.size(), blk.filled));
     }
   }
   for (const auto& [hash, b] : prefix_) {

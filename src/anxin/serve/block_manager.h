@@ -52,9 +52,9 @@ struct BlockStats {
   int used_blocks = 0;    // referenced by at least one sequence
   int shared_blocks = 0;  // referenced by more than one
   int sequences = 0;
-  int64_t tokens_stored = 0;    // tokens in used blocks, each shared block once
-  int64_t slots_in_use = 0;     // used_blocks x block_tokens
-  int64_t logical_tokens = 0;   // sum of sequence lengths
+  int64_t tokens_stored = 0;   // tokens in used blocks, each shared block once
+  int64_t slots_in_use = 0;    // used_blocks x block_tokens
+  int64_t logical_tokens = 0;  // sum of sequence lengths
   // Share of the slots of used blocks that hold no token (the waste of the
   // partly filled last blocks): 1 - tokens_stored / slots_in_use.
   double internal_fragmentation = 0;

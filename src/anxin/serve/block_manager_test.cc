@@ -133,7 +133,8 @@ TEST(BlockManager, InvariantsHoldUnderRandomOperations) {
         std::vector<int32_t> prompt;
         const int prefix = static_cast<int>(rng() % 3);
         for (int i = 0; i < static_cast<int>(rng() % 12); ++i) prompt.push_back(prefix * 100 + i);
-        for (int i = 0; i < static_cast<int>(rng() % 6); ++i) prompt.push_back(static_cast<int32_t>(rng() % 1000));
+        for (int i = 0; i < static_cast<int>(rng() % 6); ++i)
+          prompt.push_back(static_cast<int32_t>(rng() % 1000));
         const bool could = bm.CanAllocate(prompt);
         auto r = bm.Allocate(next, prompt);
         ASSERT_EQ(r.has_value(), could) << "CanAllocate disagrees with Allocate";

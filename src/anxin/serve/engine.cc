@@ -1,9 +1,9 @@
 #include "anxin/serve/engine.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
-
-#include <fmt/format.h>
 
 #include "anxin/serve/sim_text.h"
 
@@ -155,9 +155,9 @@ StepResult Engine::Step() {
   r.decode_batch = static_cast<int>(decode.size());
   r.prefilled = static_cast<int>(prefill.size());
   for (RequestId id : decode) r.kv_bytes_read += blocks_.Length(id) * bytes_per_token_;
-  r.seconds = options_.time_model.StepSeconds(
-      {.prefill_tokens = r.prefill_tokens, .decode_batch = r.decode_batch,
-       .kv_bytes_read = r.kv_bytes_read});
+  r.seconds = options_.time_model.StepSeconds({.prefill_tokens = r.prefill_tokens,
+                                               .decode_batch = r.decode_batch,
+                                               .kv_bytes_read = r.kv_bytes_read});
   // 3. Every scheduled sequence yields one token.
   auto emit = [&](RequestId id) {
     Seq& s = seqs_.at(id);
@@ -173,8 +173,7 @@ StepResult Engine::Step() {
   ++stats_.steps;
   stats_.prefill_tokens += r.prefill_tokens;
   stats_.simulated_seconds += r.seconds;
-  stats_.max_running = std::max(stats_.max_running,
-                                r.decode_batch + r.prefilled);
+  stats_.max_running = std::max(stats_.max_running, r.decode_batch + r.prefilled);
   stats_.running = static_cast<int>(running_.size());
   stats_.waiting = static_cast<int>(waiting_.size());
   return r;

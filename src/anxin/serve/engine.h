@@ -72,10 +72,10 @@ struct StepResult {
 };
 
 struct EngineStats {
-  uint64_t submitted = 0, refused_queue_full = 0, refused_invalid = 0, completed = 0,
-           cancelled = 0, preemptions = 0, steps = 0;
-  uint64_t prompt_tokens = 0, generated_tokens = 0, prefill_tokens = 0,
-           prefix_cached_tokens = 0, recomputed_tokens = 0;
+  uint64_t submitted = 0, refused_queue_full = 0, refused_invalid = 0, completed = 0, cancelled = 0,
+           preemptions = 0, steps = 0;
+  uint64_t prompt_tokens = 0, generated_tokens = 0, prefill_tokens = 0, prefix_cached_tokens = 0,
+           recomputed_tokens = 0;
   int running = 0, waiting = 0, max_running = 0;
   double simulated_seconds = 0;
   BlockStats blocks;

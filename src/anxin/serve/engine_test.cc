@@ -63,7 +63,8 @@ TEST(Engine, PreemptsByRecomputeWhenBlocksRunOut) {
   // 4 sequences of 20 + 60 tokens need 5 blocks each at the end: 20 > 12.
   Engine e(Small(12, 4));
   std::vector<RequestId> ids;
-  for (int i = 0; i < 4; ++i) ids.push_back(*e.Submit({.prompt = Prompt(20, 100 * i), .max_tokens = 60}));
+  for (int i = 0; i < 4; ++i)
+    ids.push_back(*e.Submit({.prompt = Prompt(20, 100 * i), .max_tokens = 60}));
   auto tokens = RunToEnd(e, 4);
   for (RequestId id : ids) EXPECT_EQ(tokens[id], 60);
   EngineStats s = e.Stats();
@@ -147,6 +148,16 @@ TEST(TimeModel, InterpolatesAndReadsFiles) {
               HasCode(ErrorCode::kInvalidArgument, ::testing::HasSubstr("bad.yaml:1")));
   EXPECT_THAT(TimeModel::Parse("decode: [[1, 1]]\n", "x.yaml"),
               HasCode(ErrorCode::kInvalidArgument, ::testing::HasSubstr("prefill")));
+}
+
+TEST(TimeModel, TheExampleFileIsTheBuiltInDefault) {
+  auto tm = TimeModel::LoadFile(::anxin::testing::SourcePath("examples/serve/time-model.yaml"));
+  ASSERT_THAT(tm, IsOk());
+  const TimeModel d = TimeModel::Default();
+  EXPECT_EQ(tm->prefill_ms, d.prefill_ms);
+  EXPECT_EQ(tm->decode_ms, d.decode_ms);
+  EXPECT_EQ(tm->kv_read_gbps, d.kv_read_gbps);
+  EXPECT_EQ(tm->step_overhead_ms, d.step_overhead_ms);
 }
 
 TEST(SimText, TokenizesDeterministically) {

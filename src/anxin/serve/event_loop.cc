@@ -103,12 +103,13 @@ void EventLoop::Run() {
     if (!timer_order_.empty()) {
       const auto wait = timer_order_.begin()->first - Clock::now();
       // Round up so a timer is never woken for early.
-      timeout_ms = wait <= Clock::duration::zero()
-                       ? 0
-                       : static_cast<int>(std::chrono::ceil<std::chrono::milliseconds>(wait).count());
+      timeout_ms =
+          wait <= Clock::duration::zero()
+              ? 0
+              : static_cast<int>(std::chrono::ceil<std::chrono::milliseconds>(wait).count());
     }
-    const int n = ::epoll_wait(epoll_fd_, events.data(), static_cast<int>(events.size()),
-                               timeout_ms);
+    const int n =
+        ::epoll_wait(epoll_fd_, events.data(), static_cast<int>(events.size()), timeout_ms);
     if (n < 0 && errno != EINTR) break;
     for (int i = 0; i < n; ++i) {
       const uint64_t id = events[i].data.u64;
@@ -120,7 +121,7 @@ void EventLoop::Run() {
       }
       auto it = watches_.find(id);
       if (it == watches_.end()) continue;  // removed earlier in this round
-      auto h = it->second.handler;  // the handler may unwatch itself
+      auto h = it->second.handler;         // the handler may unwatch itself
       (*h)(events[i].events);
     }
     RunPosted();
@@ -133,7 +134,8 @@ void EventLoop::Run() {
       timers_.erase(it);
       fn();
     }
-    if (n == static_cast<int>(events.size()) && events.size() < 8192) events.resize(events.size() * 2);
+    if (n == static_cast<int>(events.size()) && events.size() < 8192)
+      events.resize(events.size() * 2);
   }
   RunPosted();
   running_.store(false);

@@ -1,6 +1,7 @@
 #include "anxin/serve/gate.h"
 
 #include <arpa/inet.h>
+#include <fmt/format.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/epoll.h>
@@ -14,8 +15,6 @@
 #include <future>
 #include <set>
 #include <thread>
-
-#include <fmt/format.h>
 
 #include "anxin/serve/prom_text.h"
 
@@ -119,7 +118,9 @@ struct Gate::Impl {
     ++rm.stats.rejected[reason];
     ++rm.stats.codes[429];
     json body;
-    body["error"] = {{"message", message}, {"type", "rate_limit_exceeded"}, {"param", nullptr},
+    body["error"] = {{"message", message},
+                     {"type", "rate_limit_exceeded"},
+                     {"param", nullptr},
                      {"code", reason}};
     server.Respond(p->conn, 429, "application/json", body.dump(),
                    {{"Retry-After", std::to_string(RetryAfter())}});
@@ -131,8 +132,8 @@ struct Gate::Impl {
     ++rm.stats.errors[kind];
     ++rm.stats.codes[status];
     json body;
-    body["error"] = {{"message", message}, {"type", "upstream_error"}, {"param", nullptr},
-                     {"code", kind}};
+    body["error"] = {
+        {"message", message}, {"type", "upstream_error"}, {"param", nullptr}, {"code", kind}};
     server.Respond(p->conn, status, "application/json", body.dump());
   }
 
@@ -260,11 +261,11 @@ struct Gate::Impl {
     u.retries = retries;
     Begin(id, u, p, false);
     u.state = State::kConnecting;
-    u.connect_deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                            std::chrono::duration<double>(
-                                                options.connect_timeout_seconds));
-    const int rc = ::connect(fd, reinterpret_cast<const sockaddr*>(&upstream_addr),
-                             sizeof(upstream_addr));
+    u.connect_deadline =
+        Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                           std::chrono::duration<double>(options.connect_timeout_seconds));
+    const int rc =
+        ::connect(fd, reinterpret_cast<const sockaddr*>(&upstream_addr), sizeof(upstream_addr));
     if (rc != 0 && errno != EINPROGRESS) {
       Fail(id, 502, "unreachable",
            fmt::format("cannot connect to the upstream {}:{}: {}", options.upstream_host,
@@ -316,8 +317,8 @@ struct Gate::Impl {
   void WriteOut(uint64_t id) {
     Upstream& u = ups.at(id);
     while (u.out_off < u.out.size()) {
-      const ssize_t n = ::send(u.fd, u.out.data() + u.out_off, u.out.size() - u.out_off,
-                               MSG_NOSIGNAL);
+      const ssize_t n =
+          ::send(u.fd, u.out.data() + u.out_off, u.out.size() - u.out_off, MSG_NOSIGNAL);
       if (n > 0) {
         u.out_off += static_cast<size_t>(n);
         continue;
@@ -568,7 +569,8 @@ struct Gate::Impl {
         std::chrono::duration<double>(options.upstream_idle_timeout_seconds));
     std::vector<std::pair<uint64_t, int>> expired;  // id, 0 connect / 1 idle / 2 pooled
     for (const auto& [id, u] : ups) {
-      if (u.state == State::kConnecting && now > u.connect_deadline) expired.push_back({id, 0});
+      if (u.state == State::kConnecting && now > u.connect_deadline)
+        expired.push_back({id, 0});
       else if (u.state == State::kIdle && now - u.last_activity > std::chrono::seconds(60))
         expired.push_back({id, 2});
       else if (u.state != State::kIdle && !u.paused && now - u.last_activity > idle_limit)
@@ -579,9 +581,8 @@ struct Gate::Impl {
         CloseUpstream(id);
       } else if (kind == 0) {
         Fail(id, 504, "timeout",
-             fmt::format("no connection to the upstream {}:{} within {:g} s",
-                         options.upstream_host, options.upstream_port,
-                         options.connect_timeout_seconds));
+             fmt::format("no connection to the upstream {}:{} within {:g} s", options.upstream_host,
+                         options.upstream_port, options.connect_timeout_seconds));
       } else {
         Fail(id, 504, "timeout",
              fmt::format("the upstream sent nothing for {:g} s",
@@ -657,9 +658,9 @@ Status Gate::Start() {
   m.upstream_addr.sin_port = htons(static_cast<uint16_t>(o.upstream_port));
   if (o.upstream_port <= 0 || o.upstream_port > 65535 ||
       ::inet_pton(AF_INET, o.upstream_host.c_str(), &m.upstream_addr.sin_addr) != 1) {
-    return InvalidArgument(fmt::format(
-        "upstream {}:{}: give an IPv4 address and a port, e.g. http://127.0.0.1:8000",
-        o.upstream_host, o.upstream_port));
+    return InvalidArgument(
+        fmt::format("upstream {}:{}: give an IPv4 address and a port, e.g. http://127.0.0.1:8000",
+                    o.upstream_host, o.upstream_port));
   }
   ANXIN_TRY(m.loop.Init());
   m.server.set_on_request([&m](ServerRequest& r) { m.OnRequest(r); });

@@ -20,10 +20,9 @@
 
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "anxin/base/error.h"
 #include "anxin/serve/stream_server.h"
@@ -51,9 +50,10 @@ struct GateOptions {
 };
 
 struct GateRouteStats {
-  std::map<int, uint64_t> codes;               // responses by status
-  std::map<std::string, uint64_t> rejected;    // queue_full, queue_timeout
-  std::map<std::string, uint64_t> errors;      // unreachable, timeout, truncated, client_gone, bad_response
+  std::map<int, uint64_t> codes;             // responses by status
+  std::map<std::string, uint64_t> rejected;  // queue_full, queue_timeout
+  std::map<std::string, uint64_t>
+      errors;  // unreachable, timeout, truncated, client_gone, bad_response
 };
 
 struct GateSnapshot {

@@ -25,7 +25,10 @@ class ScriptedUpstream {
   ScriptedUpstream() : server_(loop_, {}) {
     EXPECT_THAT(loop_.Init(), IsOk());
     server_.set_on_request([this](ServerRequest& r) { Handle(r); });
-    server_.set_on_close([this](ConnId) { ++closed_mid_request_; --active_; });
+    server_.set_on_close([this](ConnId) {
+      ++closed_mid_request_;
+      --active_;
+    });
     EXPECT_THAT(server_.Listen(), IsOk());
     thread_ = std::thread([this] { loop_.Run(); });
   }
@@ -42,7 +45,7 @@ class ScriptedUpstream {
       "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nX-Odd:  spaced \r\n"
       "Transfer-Encoding: chunked\r\n\r\n";
   static std::vector<std::string> StreamPieces() {
-    return {"e;ext=1\r\ndata: {\"a\":1}\n\n\r\n", "10\r\n: comment line\n\n\r\n",
+    return {"f;ext=1\r\ndata: {\"a\":1}\n\n\r\n", "10\r\n: comment line\n\n\r\n",
             "e\r\ndata: [DONE]\n\n\r\n", "0\r\nX-Trailer: t\r\n\r\n"};
   }
 
@@ -61,10 +64,16 @@ class ScriptedUpstream {
       Tick(c, 10, 30ms);
     } else if (path == "/close-early") {
       server_.SendRaw(c, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\npartial");
-      loop_.RunAfter(20ms, [this, c] { --active_; server_.Close(c); });
+      loop_.RunAfter(20ms, [this, c] {
+        --active_;
+        server_.Close(c);
+      });
     } else if (path == "/bad") {
       server_.SendRaw(c, "NOT HTTP AT ALL\r\n\r\n");
-      loop_.RunAfter(20ms, [this, c] { --active_; server_.Close(c); });
+      loop_.RunAfter(20ms, [this, c] {
+        --active_;
+        server_.Close(c);
+      });
     } else if (path == "/hang") {
       // Never answers.
     } else {
@@ -261,9 +270,10 @@ TEST(Gate, InFrontOfTheSimulatorTheCapHoldsAndMetricsArePerRoute) {
   ASSERT_THAT(gate.Start(), IsOk());
   std::vector<std::string> reqs;
   for (int i = 0; i < 12; ++i) {
-    reqs.push_back(Post("/v1/chat/completions",
-                        R"({"messages":[{"role":"user","content":"hi"}],"max_tokens":12,"stream":true})",
-                        /*keep_alive=*/true));
+    reqs.push_back(
+        Post("/v1/chat/completions",
+             R"({"messages":[{"role":"user","content":"hi"}],"max_tokens":12,"stream":true})",
+             /*keep_alive=*/true));
   }
   reqs.push_back(Get("/health"));
   auto xs = RunExchanges(gate.port(), reqs, 60s);
@@ -274,10 +284,12 @@ TEST(Gate, InFrontOfTheSimulatorTheCapHoldsAndMetricsArePerRoute) {
   EXPECT_EQ(xs.back().status, 200);
   EXPECT_EQ(sim.Snapshot().engine.max_running, 3);
   const std::string m = RunOne(gate.port(), Get("/gate/metrics")).body;
-  EXPECT_THAT(m, HasSubstr("anxin_gate_requests_total{route=\"/v1/chat/completions\",code=\"200\"} 12"));
+  EXPECT_THAT(
+      m, HasSubstr("anxin_gate_requests_total{route=\"/v1/chat/completions\",code=\"200\"} 12"));
   EXPECT_THAT(m, HasSubstr("anxin_gate_requests_total{route=\"/health\",code=\"200\"} 1"));
   EXPECT_THAT(m, HasSubstr("anxin_gate_in_flight_max 3"));
-  EXPECT_THAT(m, HasSubstr("anxin_gate_time_to_first_byte_seconds_bucket{route=\"/v1/chat/completions\""));
+  EXPECT_THAT(
+      m, HasSubstr("anxin_gate_time_to_first_byte_seconds_bucket{route=\"/v1/chat/completions\""));
 }
 
 }  // namespace

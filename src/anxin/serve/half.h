@@ -62,11 +62,11 @@ inline uint16_t FloatToHalfDown(float f) {
   if ((h & 0x7fffu) >= 0x7c00u) return (h & 0x8000u) ? 0xfbffu : 0x7bffu;
   const float back = HalfToFloat(h);
   if (back > f) {
-    if (h == 0x0000u) return 0x8001u;                     // +0 -> smallest negative
+    if (h == 0x0000u) return 0x8001u;  // +0 -> smallest negative
     if (h & 0x8000u) {
-      if ((h & 0x7fffu) != 0x7bffu) ++h;                  // more negative
+      if ((h & 0x7fffu) != 0x7bffu) ++h;  // more negative
     } else {
-      --h;                                                // less positive
+      --h;  // less positive
     }
   }
   return h;

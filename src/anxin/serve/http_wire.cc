@@ -1,10 +1,10 @@
 #include "anxin/serve/http_wire.h"
 
-#include <algorithm>
-#include <charconv>
+#include <fmt/format.h>
 #include <strings.h>
 
-#include <fmt/format.h>
+#include <algorithm>
+#include <charconv>
 
 namespace anxin::serve {
 namespace {
@@ -240,9 +240,12 @@ WireStatus ChunkedDecoder::Feed(std::string_view in, size_t* consumed, std::stri
     switch (state_) {
       case State::kSize: {
         int digit = -1;
-        if (c >= '0' && c <= '9') digit = c - '0';
-        else if (c >= 'a' && c <= 'f') digit = c - 'a' + 10;
-        else if (c >= 'A' && c <= 'F') digit = c - 'A' + 10;
+        if (c >= '0' && c <= '9')
+          digit = c - '0';
+        else if (c >= 'a' && c <= 'f')
+          digit = c - 'a' + 10;
+        else if (c >= 'A' && c <= 'F')
+          digit = c - 'A' + 10;
         if (digit >= 0 && !in_extension_) {
           if (++size_digits_ > 15) return *consumed = i, WireStatus::kBad;
           remaining_ = remaining_ * 16 + digit;
@@ -310,22 +313,38 @@ WireStatus ChunkedDecoder::Feed(std::string_view in, size_t* consumed, std::stri
 
 std::string_view StatusText(int status) {
   switch (status) {
-    case 200: return "OK";
-    case 204: return "No Content";
-    case 400: return "Bad Request";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 408: return "Request Timeout";
-    case 411: return "Length Required";
-    case 413: return "Content Too Large";
-    case 429: return "Too Many Requests";
-    case 431: return "Request Header Fields Too Large";
-    case 500: return "Internal Server Error";
-    case 501: return "Not Implemented";
-    case 502: return "Bad Gateway";
-    case 503: return "Service Unavailable";
-    case 504: return "Gateway Timeout";
-    default: return "Status";
+    case 200:
+      return "OK";
+    case 204:
+      return "No Content";
+    case 400:
+      return "Bad Request";
+    case 404:
+      return "Not Found";
+    case 405:
+      return "Method Not Allowed";
+    case 408:
+      return "Request Timeout";
+    case 411:
+      return "Length Required";
+    case 413:
+      return "Content Too Large";
+    case 429:
+      return "Too Many Requests";
+    case 431:
+      return "Request Header Fields Too Large";
+    case 500:
+      return "Internal Server Error";
+    case 501:
+      return "Not Implemented";
+    case 502:
+      return "Bad Gateway";
+    case 503:
+      return "Service Unavailable";
+    case 504:
+      return "Gateway Timeout";
+    default:
+      return "Status";
   }
 }
 

@@ -58,8 +58,7 @@ struct ResponseHead {
 
 // Parses a head that ends with an empty line. *used: bytes of the head.
 // kTooLarge when max_bytes pass without its end.
-WireStatus ParseRequestHead(std::string_view in, size_t max_bytes, RequestHead* head,
-                            size_t* used);
+WireStatus ParseRequestHead(std::string_view in, size_t max_bytes, RequestHead* head, size_t* used);
 WireStatus ParseResponseHead(std::string_view in, size_t max_bytes, ResponseHead* head,
                              size_t* used);
 

@@ -1,11 +1,11 @@
 #include "anxin/serve/kv_accuracy.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <numeric>
 #include <random>
-
-#include <fmt/format.h>
 
 #include "anxin/compare/npy.h"
 #include "anxin/compare/safetensors.h"
@@ -65,9 +65,9 @@ Result<Loaded> LoadTensor(const std::string& name, const std::string& safetensor
     t.ReadDoubles(i, m, buf.data());
     for (size_t j = 0; j < m; ++j) {
       if (!std::isfinite(buf[j])) {
-        return InvalidArgument(fmt::format(
-            "{}: element {} is {}: a KV cache holds finite values; check the dump", label, i + j,
-            buf[j]));
+        return InvalidArgument(
+            fmt::format("{}: element {} is {}: a KV cache holds finite values; check the dump",
+                        label, i + j, buf[j]));
       }
       out.data[i + j] = static_cast<float>(buf[j]);
     }
@@ -81,8 +81,8 @@ Result<std::vector<float>> ToThd(const Loaded& t, const std::string& label, std:
   const auto& s = t.shape;
   if (layout.empty()) layout = s.size() == 2 ? "td" : s.size() == 3 ? "thd" : "bhtd";
   const size_t rank = layout.size();
-  if (s.size() != rank || (layout != "td" && layout != "thd" && layout != "htd" &&
-                           layout != "bhtd")) {
+  if (s.size() != rank ||
+      (layout != "td" && layout != "thd" && layout != "htd" && layout != "bhtd")) {
     return InvalidArgument(fmt::format(
         "{}: shape {} does not fit layout '{}': use [tokens, head_dim], [tokens, kv_heads, "
         "head_dim] (thd), [kv_heads, tokens, head_dim] (htd) or [1, kv_heads, tokens, head_dim] "
@@ -106,8 +106,8 @@ Result<std::vector<float>> ToThd(const Loaded& t, const std::string& label, std:
     head_major = true;
   }
   if (t_ <= 0 || h <= 0 || d <= 0) {
-    return InvalidArgument(fmt::format("{}: shape {} has an empty dimension", label,
-                                       compare::ShapeString(s)));
+    return InvalidArgument(
+        fmt::format("{}: shape {} has an empty dimension", label, compare::ShapeString(s)));
   }
   *tokens = t_;
   *heads = h;
@@ -197,9 +197,9 @@ Result<KvTensors> LoadKvTensors(const KvFiles& f) {
     int n, qh, d;
     ANXIN_ASSIGN_OR_RETURN(kv.queries, ToThd(q, label(f.queries), "", &n, &qh, &d));
     if (d != kv.head_dim || qh % kv.kv_heads != 0) {
-      return InvalidArgument(fmt::format(
-          "{}: queries [{}, {} heads, {}] need head_dim {} and a multiple of {} heads",
-          label(f.queries), n, qh, d, kv.head_dim, kv.kv_heads));
+      return InvalidArgument(
+          fmt::format("{}: queries [{}, {} heads, {}] need head_dim {} and a multiple of {} heads",
+                      label(f.queries), n, qh, d, kv.head_dim, kv.kv_heads));
     }
     kv.query_count = n;
     kv.q_heads = qh;

@@ -57,10 +57,10 @@ KvTensors SyntheticActivations(const ActivationProfile& profile);
 // layout "thd" / "htd" / "bhtd" overrides the guess for 3-D and 4-D tensors.
 // Any float dtype compare reads (float16, bfloat16, float32, float64).
 struct KvFiles {
-  std::string keys, values;     // .npy paths, or names in `safetensors`
-  std::string safetensors;      // "" for .npy
-  std::string queries;          // optional, same rules, [n, q_heads, head_dim]
-  std::string layout;           // "" = guess from the rank
+  std::string keys, values;  // .npy paths, or names in `safetensors`
+  std::string safetensors;   // "" for .npy
+  std::string queries;       // optional, same rules, [n, q_heads, head_dim]
+  std::string layout;        // "" = guess from the rank
 };
 [[nodiscard]] Result<KvTensors> LoadKvTensors(const KvFiles& files);
 
@@ -74,10 +74,10 @@ struct FormatAccuracy {
 
 struct AccuracyOptions {
   int block_tokens = 16;
-  int queries = 16;   // used when the tensors bring none: queries are keys of
-                      // evenly spaced tokens (a stand-in that shares the
-                      // keys' outlier channels)
-  int q_heads = 0;    // 0: kv_heads (when queries are generated)
+  int queries = 16;  // used when the tensors bring none: queries are keys of
+                     // evenly spaced tokens (a stand-in that shares the
+                     // keys' outlier channels)
+  int q_heads = 0;   // 0: kv_heads (when queries are generated)
 };
 
 struct AccuracyReport {

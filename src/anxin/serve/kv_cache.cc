@@ -36,9 +36,8 @@ KvCache::KvCache(const KvCacheOptions& o)
   v_data_.assign(rows * row_bytes_, 0);
   v_params_.assign(rows * row_params_, 0);
   if (per_channel_keys_) {
-    k_params_.assign(static_cast<size_t>(o.num_blocks) * o.kv_heads * (o.block_tokens / g) *
-                         channel_params_,
-                     0);
+    k_params_.assign(
+        static_cast<size_t>(o.num_blocks) * o.kv_heads * (o.block_tokens / g) * channel_params_, 0);
   } else {
     k_params_.assign(rows * row_params_, 0);
   }
@@ -142,14 +141,14 @@ void KvCache::ReadToken(const KvSequenceState& seq, int pos, int head, float* k,
                         o.format.scheme, v);
   if (!per_channel_keys_) {
     kernels_->dequant_row(k_data_.data() + KRowOffset(block, head, slot),
-                          k_params_.data() + KParamOffset(block, head, slot), d, g,
-                          o.format.dtype, o.format.scheme, k);
+                          k_params_.data() + KParamOffset(block, head, slot), d, g, o.format.dtype,
+                          o.format.scheme, k);
     return;
   }
   const int complete = seq.length / g * g;
   if (pos >= complete) {
-    const uint16_t* src = seq.key_residual.data() +
-                          (static_cast<size_t>(pos % g) * o.kv_heads + head) * d;
+    const uint16_t* src =
+        seq.key_residual.data() + (static_cast<size_t>(pos % g) * o.kv_heads + head) * d;
     for (int c = 0; c < d; ++c) k[c] = internal::HalfToFloat(src[c]);
     return;
   }
@@ -190,11 +189,11 @@ void KvCache::Attend(const float* q, int q_heads, const KvSequenceState& seq, fl
         const int pos = i * b + t;
         if (!per_channel_keys_) {
           kernels_->dequant_row(k_data_.data() + KRowOffset(block, h, t),
-                                k_params_.data() + KParamOffset(block, h, t), d, g,
-                                o.format.dtype, o.format.scheme, row.data());
+                                k_params_.data() + KParamOffset(block, h, t), d, g, o.format.dtype,
+                                o.format.scheme, row.data());
         } else if (pos >= complete) {
-          const uint16_t* src = seq.key_residual.data() +
-                                (static_cast<size_t>(pos % g) * o.kv_heads + h) * d;
+          const uint16_t* src =
+              seq.key_residual.data() + (static_cast<size_t>(pos % g) * o.kv_heads + h) * d;
           for (int c = 0; c < d; ++c) row[c] = internal::HalfToFloat(src[c]);
         } else {
           if (t / g != loaded_group) {

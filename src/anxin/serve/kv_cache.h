@@ -45,7 +45,7 @@ struct KvCacheOptions {
 // One sequence's view of a layer's cache.
 struct KvSequenceState {
   std::vector<int> blocks{};  // block table: blocks[i] holds tokens [i*B, (i+1)*B)
-  int length = 0;           // tokens written
+  int length = 0;             // tokens written
   // Per-channel keys only: keys of the incomplete group, fp16,
   // [group_size][kv_heads][head_dim].
   std::vector<uint16_t> key_residual{};
@@ -93,9 +93,9 @@ class KvCache {
   KvCacheOptions options_;
   const internal::KvKernels* kernels_;
   bool per_channel_keys_;
-  int row_bytes_;         // bytes of one row of head_dim elements
-  int row_params_;        // fp16 words of per-token parameters of one row
-  int channel_params_;    // fp16 words of one per-channel group (head_dim x per_group)
+  int row_bytes_;       // bytes of one row of head_dim elements
+  int row_params_;      // fp16 words of per-token parameters of one row
+  int channel_params_;  // fp16 words of one per-channel group (head_dim x per_group)
   std::vector<uint8_t> k_data_, v_data_;
   std::vector<uint16_t> k_params_, v_params_;
 };

@@ -1,9 +1,9 @@
 #include "anxin/serve/kv_format.h"
 
+#include <fmt/format.h>
+
 #include <charconv>
 #include <vector>
-
-#include <fmt/format.h>
 
 namespace anxin::serve {
 
@@ -79,7 +79,8 @@ Result<KvFormat> ParseKvFormat(std::string_view text) {
       }
       f.group_size = g;
     } else {
-      return InvalidArgument(fmt::format("KV format '{}': unknown option '{}': {}", text, p, kChoices));
+      return InvalidArgument(
+          fmt::format("KV format '{}': unknown option '{}': {}", text, p, kChoices));
     }
   }
   if (!f.quantized() && parts.size() > 1) {

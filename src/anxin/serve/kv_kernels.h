@@ -39,17 +39,17 @@ struct KvKernels {
   // Quantises one row of d values in groups of `group` (per token).
   void (*quantize_row)(const float* x, int d, int group, KvDType dtype, KvScheme scheme,
                        uint8_t* data, uint16_t* params);
-  void (*dequant_row)(const uint8_t* data, const uint16_t* params, int d, int group,
-                      KvDType dtype, KvScheme scheme, float* out);
+  void (*dequant_row)(const uint8_t* data, const uint16_t* params, int d, int group, KvDType dtype,
+                      KvScheme scheme, float* out);
   // Per-channel keys: `rows` rows of d values (row-major) quantised together,
   // one scale (and zero point) per channel: params holds d entries of
   // ParamsPerGroup words each.
-  void (*quantize_rows_per_channel)(const float* x, int rows, int d, KvDType dtype,
-                                    KvScheme scheme, uint8_t* data, uint16_t* params);
+  void (*quantize_rows_per_channel)(const float* x, int rows, int d, KvDType dtype, KvScheme scheme,
+                                    uint8_t* data, uint16_t* params);
   // One row with per-channel scale and zero (decoded to float by the caller;
   // zero is ignored when symmetric).
-  void (*dequant_row_per_channel)(const uint8_t* data, const float* scale, const float* zero,
-                                  int d, KvDType dtype, KvScheme scheme, float* out);
+  void (*dequant_row_per_channel)(const uint8_t* data, const float* scale, const float* zero, int d,
+                                  KvDType dtype, KvScheme scheme, float* out);
   float (*dot)(const float* a, const float* b, int n);
   void (*axpy)(float a, const float* x, float* y, int n);  // y += a * x
   void (*scale)(float a, float* y, int n);                 // y *= a

@@ -265,8 +265,8 @@ void Scale(float a, float* y, int n) {
 }  // namespace
 
 const KvKernels kKernels = {
-    ANXIN_KV_ISA,         QuantizeRow, DequantRow, QuantizeRowsPerChannel, DequantRowPerChannel,
-    Dot,                  Axpy,        Scale,
+    ANXIN_KV_ISA,         QuantizeRow, DequantRow, QuantizeRowsPerChannel,
+    DequantRowPerChannel, Dot,         Axpy,       Scale,
 };
 
 }  // namespace anxin::serve::internal::ANXIN_KV_ISA_NS

@@ -1,9 +1,9 @@
 #include "anxin/serve/kv_plan.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
-
-#include <fmt/format.h>
 
 namespace anxin::serve {
 
@@ -11,10 +11,10 @@ const std::vector<ModelPreset>& ModelPresets() {
   // layers, KV heads, head dim and parameter counts from each model's
   // published config.json / model card.
   static const std::vector<ModelPreset> presets = {
-      {"llama-2-7b", {32, 32, 128}, 6.74e9},   {"llama-2-13b", {40, 40, 128}, 13.0e9},
-      {"llama-2-70b", {80, 8, 128}, 69.0e9},   {"llama-3-8b", {32, 8, 128}, 8.03e9},
-      {"llama-3-70b", {80, 8, 128}, 70.6e9},   {"mistral-7b", {32, 8, 128}, 7.24e9},
-      {"qwen2-7b", {28, 4, 128}, 7.62e9},      {"internlm2-7b", {32, 8, 128}, 7.74e9},
+      {"llama-2-7b", {32, 32, 128}, 6.74e9}, {"llama-2-13b", {40, 40, 128}, 13.0e9},
+      {"llama-2-70b", {80, 8, 128}, 69.0e9}, {"llama-3-8b", {32, 8, 128}, 8.03e9},
+      {"llama-3-70b", {80, 8, 128}, 70.6e9}, {"mistral-7b", {32, 8, 128}, 7.24e9},
+      {"qwen2-7b", {28, 4, 128}, 7.62e9},    {"internlm2-7b", {32, 8, 128}, 7.74e9},
   };
   return presets;
 }
@@ -30,9 +30,10 @@ Status ApplyModelPreset(const std::string& name, KvPlanInput& in) {
   }
   std::string names;
   for (const ModelPreset& p : ModelPresets()) names += (names.empty() ? "" : ", ") + p.name;
-  return NotFound(fmt::format("unknown model '{}' (known: {}); or give --layers, --kv-heads, "
-                              "--head-dim and --weights",
-                              name, names));
+  return NotFound(
+      fmt::format("unknown model '{}' (known: {}); or give --layers, --kv-heads, "
+                  "--head-dim and --weights",
+                  name, names));
 }
 
 std::string FormatBytes(double b) {
@@ -58,8 +59,8 @@ Result<KvPlan> MakeKvPlan(const KvPlanInput& in) {
   if (in.tp <= 0) return InvalidArgument("--tp must be at least 1");
   if (in.device_memory == 0) return InvalidArgument("--device-memory is required, e.g. 80GiB");
   if (!(in.memory_utilization > 0 && in.memory_utilization <= 1)) {
-    return InvalidArgument(fmt::format("--memory-utilization {} must be in (0, 1]",
-                                       in.memory_utilization));
+    return InvalidArgument(
+        fmt::format("--memory-utilization {} must be in (0, 1]", in.memory_utilization));
   }
   if (in.block_tokens <= 0 || in.block_tokens > 4096) {
     return InvalidArgument("--block-size must be between 1 and 4096 tokens");
@@ -69,8 +70,8 @@ Result<KvPlan> MakeKvPlan(const KvPlanInput& in) {
   KvPlan plan;
   plan.input = in;
   plan.kv_heads_per_device = (s.kv_heads + in.tp - 1) / in.tp;
-  plan.usable_bytes = static_cast<uint64_t>(static_cast<double>(in.device_memory) *
-                                            in.memory_utilization);
+  plan.usable_bytes =
+      static_cast<uint64_t>(static_cast<double>(in.device_memory) * in.memory_utilization);
   plan.weights_per_device = in.weights_bytes / in.tp;
   plan.kv_budget_bytes = static_cast<int64_t>(plan.usable_bytes) -
                          static_cast<int64_t>(plan.weights_per_device) -
@@ -90,8 +91,8 @@ Result<KvPlan> MakeKvPlan(const KvPlanInput& in) {
     r.block_bytes = static_cast<uint64_t>(std::ceil(r.bytes_per_token * in.block_tokens));
     if (f.quantized() && f.key_axis == KeyAxis::kPerChannel) {
       // Keys of the group being filled wait in fp16 (KIVI's residual).
-      r.per_sequence_extra_bytes =
-          static_cast<uint64_t>(f.group_size) * s.layers * plan.kv_heads_per_device * s.head_dim * 2;
+      r.per_sequence_extra_bytes = static_cast<uint64_t>(f.group_size) * s.layers *
+                                   plan.kv_heads_per_device * s.head_dim * 2;
     }
     if (plan.kv_budget_bytes > 0) {
       r.blocks = plan.kv_budget_bytes / static_cast<int64_t>(r.block_bytes);
@@ -104,9 +105,8 @@ Result<KvPlan> MakeKvPlan(const KvPlanInput& in) {
     plan.rows.push_back(r);
   }
   for (KvPlanRow& r : plan.rows) {
-    r.tokens_vs_first = plan.rows[0].tokens > 0
-                            ? static_cast<double>(r.tokens) / plan.rows[0].tokens
-                            : 0;
+    r.tokens_vs_first =
+        plan.rows[0].tokens > 0 ? static_cast<double>(r.tokens) / plan.rows[0].tokens : 0;
   }
   return plan;
 }
@@ -114,20 +114,21 @@ Result<KvPlan> MakeKvPlan(const KvPlanInput& in) {
 std::string KvPlanText(const KvPlan& p) {
   const KvPlanInput& in = p.input;
   std::string out;
-  out += fmt::format("model: {}{} layers, {} KV heads, head dim {}; tensor parallel {} ({} KV "
-                     "head{} per device)\n",
-                     in.model.empty() ? "" : in.model + ", ", in.shape.layers, in.shape.kv_heads,
-                     in.shape.head_dim, in.tp, p.kv_heads_per_device,
-                     p.kv_heads_per_device == 1 ? "" : "s");
-  out += fmt::format("memory per device: {} x {:.2f} = {} usable - weights {} - reserve {} = KV "
-                     "budget {}\n",
-                     FormatBytes(static_cast<double>(in.device_memory)), in.memory_utilization,
-                     FormatBytes(static_cast<double>(p.usable_bytes)),
-                     FormatBytes(static_cast<double>(p.weights_per_device)),
-                     FormatBytes(static_cast<double>(in.reserve_bytes)),
-                     FormatBytes(static_cast<double>(p.kv_budget_bytes)));
-  out += fmt::format("sequence: {} tokens = {} blocks of {}\n\n", in.seq_len,
-                     p.blocks_per_sequence, in.block_tokens);
+  out += fmt::format(
+      "model: {}{} layers, {} KV heads, head dim {}; tensor parallel {} ({} KV "
+      "head{} per device)\n",
+      in.model.empty() ? "" : in.model + ", ", in.shape.layers, in.shape.kv_heads,
+      in.shape.head_dim, in.tp, p.kv_heads_per_device, p.kv_heads_per_device == 1 ? "" : "s");
+  out += fmt::format(
+      "memory per device: {} x {:.2f} = {} usable - weights {} - reserve {} = KV "
+      "budget {}\n",
+      FormatBytes(static_cast<double>(in.device_memory)), in.memory_utilization,
+      FormatBytes(static_cast<double>(p.usable_bytes)),
+      FormatBytes(static_cast<double>(p.weights_per_device)),
+      FormatBytes(static_cast<double>(in.reserve_bytes)),
+      FormatBytes(static_cast<double>(p.kv_budget_bytes)));
+  out += fmt::format("sequence: {} tokens = {} blocks of {}\n\n", in.seq_len, p.blocks_per_sequence,
+                     in.block_tokens);
   out += fmt::format("{:<20} {:>10} {:>12} {:>12} {:>10} {:>12} {:>10} {:>8}\n", "format",
                      "bits/value", "bytes/token", "block", "blocks", "tokens", "sequences",
                      "tokens x");
@@ -140,16 +141,19 @@ std::string KvPlanText(const KvPlan& p) {
   for (const KvPlanRow& r : p.rows) {
     if (r.per_sequence_extra_bytes > 0) {
       out += fmt::format("{}: each sequence also holds {} of fp16 keys for its incomplete group\n",
-                         r.format.Name(), FormatBytes(static_cast<double>(r.per_sequence_extra_bytes)));
+                         r.format.Name(),
+                         FormatBytes(static_cast<double>(r.per_sequence_extra_bytes)));
     }
   }
   if (p.kv_budget_bytes <= 0) {
-    out += "\nthe weights and the reserve leave no memory for the KV cache: use more devices "
-           "(--tp), a larger device, or smaller weights\n";
+    out +=
+        "\nthe weights and the reserve leave no memory for the KV cache: use more devices "
+        "(--tp), a larger device, or smaller weights\n";
   } else if (!p.fits) {
-    out += fmt::format("\nnot even one sequence of {} tokens fits in some formats: shorten "
-                       "--seq-len or add devices (--tp)\n",
-                       in.seq_len);
+    out += fmt::format(
+        "\nnot even one sequence of {} tokens fits in some formats: shorten "
+        "--seq-len or add devices (--tp)\n",
+        in.seq_len);
   }
   return out;
 }

@@ -17,10 +17,9 @@
 #define ANXIN_SERVE_KV_PLAN_H_
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "anxin/base/error.h"
 #include "anxin/serve/kv_format.h"
@@ -59,15 +58,15 @@ struct KvPlanRow {
   uint64_t block_bytes = 0;
   uint64_t per_sequence_extra_bytes = 0;  // the fp16 key residual of :kivi
   int64_t blocks = 0;
-  int64_t tokens = 0;     // blocks x block_tokens
-  int64_t sequences = 0;  // concurrent sequences of seq_len tokens
+  int64_t tokens = 0;          // blocks x block_tokens
+  int64_t sequences = 0;       // concurrent sequences of seq_len tokens
   double tokens_vs_first = 0;  // tokens relative to the first format
 };
 
 struct KvPlan {
   KvPlanInput input;
   int kv_heads_per_device = 0;
-  uint64_t usable_bytes = 0;   // device_memory x memory_utilization
+  uint64_t usable_bytes = 0;  // device_memory x memory_utilization
   uint64_t weights_per_device = 0;
   int64_t kv_budget_bytes = 0;  // usable - weights - reserve (may be negative)
   int blocks_per_sequence = 0;

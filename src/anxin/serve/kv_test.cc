@@ -189,7 +189,8 @@ TEST_P(RoundTrip, PerChannelGroupsWithinTheBound) {
                               f.scheme, back.data());
     for (int c = 0; c < d; ++c) {
       float mx = x[c], mn = x[c];
-      for (int rr = 0; rr < rows; ++rr) mx = std::max(mx, x[rr * d + c]), mn = std::min(mn, x[rr * d + c]);
+      for (int rr = 0; rr < rows; ++rr)
+        mx = std::max(mx, x[rr * d + c]), mn = std::min(mn, x[rr * d + c]);
       ASSERT_LE(std::fabs(static_cast<double>(back[c]) - x[r * d + c]), Bound(f, mx, mn))
           << name << " row " << r << " channel " << c;
     }
@@ -207,7 +208,8 @@ std::vector<std::tuple<std::string, KvIsa, bool>> RoundTripCases() {
 INSTANTIATE_TEST_SUITE_P(Formats, RoundTrip, ::testing::ValuesIn(RoundTripCases()),
                          [](const auto& info) {
                            std::string n = std::get<0>(info.param);
-                           std::replace_if(n.begin(), n.end(), [](char c) { return !isalnum(c); }, '_');
+                           std::replace_if(
+                               n.begin(), n.end(), [](char c) { return !isalnum(c); }, '_');
                            return n + "_" + std::string(KvIsaName(std::get<1>(info.param))) +
                                   (std::get<2>(info.param) ? "_outliers" : "_gauss");
                          });
@@ -257,7 +259,8 @@ TEST(Packing, RequantisingADequantisedRowGivesTheSameBytes) {
     k.quantize_row(back.data(), 128, 32, f.dtype, f.scheme, d2.data(), p2.data());
     k.dequant_row(d2.data(), p2.data(), 128, 32, f.dtype, f.scheme, again.data());
     // The grid may shift by a rounding of the scale, never by more.
-    for (int i = 0; i < 128; ++i) EXPECT_NEAR(again[i], back[i], std::fabs(back[i]) * 2e-3 + 1e-3) << name;
+    for (int i = 0; i < 128; ++i)
+      EXPECT_NEAR(again[i], back[i], std::fabs(back[i]) * 2e-3 + 1e-3) << name;
   }
 }
 
@@ -324,22 +327,25 @@ compare::Metrics AttentionError(const KvFormat& f, KvIsa isa, const KvTensors& k
   EXPECT_EQ(seq.length, kv.tokens);
   const size_t qrow = static_cast<size_t>(kv.q_heads) * kv.head_dim;
   std::vector<float> out(qrow), ref(qrow);
-  compare::MetricParams p = compare::MetricParams::For(compare::DType::kFloat32,
-                                                       compare::DType::kFloat32);
+  compare::MetricParams p =
+      compare::MetricParams::For(compare::DType::kFloat32, compare::DType::kFloat32);
   compare::MetricAccumulator acc;
   for (int i = 0; i < kv.query_count; ++i) {
     cache->Attend(kv.queries.data() + i * qrow, kv.q_heads, seq, out.data());
-    ReferenceAttention(kv.queries.data() + i * qrow, kv.q_heads, kv.keys.data(),
-                       kv.values.data(), kv.tokens, kv.kv_heads, kv.head_dim, ref.data());
-    acc.Add(p, compare::DType::kFloat32, out.data(), compare::DType::kFloat32, ref.data(),
-            qrow);
+    ReferenceAttention(kv.queries.data() + i * qrow, kv.q_heads, kv.keys.data(), kv.values.data(),
+                       kv.tokens, kv.kv_heads, kv.head_dim, ref.data());
+    acc.Add(p, compare::DType::kFloat32, out.data(), compare::DType::kFloat32, ref.data(), qrow);
   }
   return acc.Finish(p);
 }
 
 TEST(Attention, MatchesTheReferenceOnGaussianData) {
-  KvTensors kv = SyntheticActivations({.tokens = 300, .kv_heads = 2, .head_dim = 128,
-                                       .q_heads = 8, .queries = 4, .outlier_channels = 0,
+  KvTensors kv = SyntheticActivations({.tokens = 300,
+                                       .kv_heads = 2,
+                                       .head_dim = 128,
+                                       .q_heads = 8,
+                                       .queries = 4,
+                                       .outlier_channels = 0,
                                        .tail_dof = 200});
   struct Want {
     const char* format;
@@ -370,8 +376,8 @@ TEST(Attention, FewerBitsCostAccuracyInOrder) {
 TEST(Attention, PerChannelKeysWinOnOutlierChannels) {
   // KIVI's observation: outlier channels make per-token key groups coarse;
   // grouping keys per channel keeps them exact.
-  KvTensors kv = SyntheticActivations({.tokens = 512, .queries = 8, .outlier_channels = 4,
-                                       .outlier_scale = 30});
+  KvTensors kv = SyntheticActivations(
+      {.tokens = 512, .queries = 8, .outlier_channels = 4, .outlier_scale = 30});
   compare::Metrics per_token = AttentionError(F("int4-asym"), KvIsa::kAuto, kv, 32);
   compare::Metrics per_channel = AttentionError(F("int4-asym:kivi"), KvIsa::kAuto, kv, 32);
   EXPECT_GT(per_channel.cosine, per_token.cosine);
@@ -385,8 +391,11 @@ TEST(Attention, ResidualTokensOfAnIncompleteGroupCount) {
   EXPECT_GT(m.cosine, 0.999);
   // A query equal to the last token's key attends mostly to it: dropping the
   // residual would lose that.
-  auto cache = KvCache::Create({.kv_heads = 1, .head_dim = 16, .block_tokens = 32,
-                                .num_blocks = 1, .format = F("int8:kivi:g16")});
+  auto cache = KvCache::Create({.kv_heads = 1,
+                                .head_dim = 16,
+                                .block_tokens = 32,
+                                .num_blocks = 1,
+                                .format = F("int8:kivi:g16")});
   ASSERT_THAT(cache, IsOk());
   KvSequenceState seq{.blocks = {0}};
   std::vector<float> k(16, 0.0f), v(16, 0.0f);
@@ -403,8 +412,11 @@ TEST(Attention, ResidualTokensOfAnIncompleteGroupCount) {
 }
 
 TEST(KvCache, CopyBlockCopiesEveryToken) {
-  auto cache = KvCache::Create({.kv_heads = 2, .head_dim = 64, .block_tokens = 16,
-                                .num_blocks = 4, .format = F("int4-asym")});
+  auto cache = KvCache::Create({.kv_heads = 2,
+                                .head_dim = 64,
+                                .block_tokens = 16,
+                                .num_blocks = 4,
+                                .format = F("int4-asym")});
   ASSERT_THAT(cache, IsOk());
   KvSequenceState a{.blocks = {1}};
   std::vector<float> x = RandomRows(10, 128, false, 2);
@@ -425,8 +437,8 @@ TEST(KvCache, CopyBlockCopiesEveryToken) {
 TEST(KvCache, StorageIsWhatTheFormatSays) {
   for (const char* name : {"fp16", "int8", "int4", "int4-asym", "int4-asym:kivi"}) {
     const KvFormat f = F(name);
-    auto cache = KvCache::Create({.kv_heads = 8, .head_dim = 128, .block_tokens = 32,
-                                  .num_blocks = 10, .format = f});
+    auto cache = KvCache::Create(
+        {.kv_heads = 8, .head_dim = 128, .block_tokens = 32, .num_blocks = 10, .format = f});
     ASSERT_THAT(cache, IsOk());
     const double values = 2.0 * 10 * 32 * 8 * 128;
     EXPECT_DOUBLE_EQ(cache->bytes() * 8 / values, f.BitsPerValue()) << name;

@@ -1,8 +1,8 @@
 #include "anxin/serve/prom_text.h"
 
-#include <algorithm>
-
 #include <fmt/format.h>
+
+#include <algorithm>
 
 namespace anxin::serve {
 namespace {
@@ -22,7 +22,8 @@ std::string Escape(const std::string& v) {
 
 std::string LabelText(const Labels& labels, const std::string& extra = "") {
   std::string s;
-  for (const auto& [k, v] : labels) s += fmt::format("{}{}=\"{}\"", s.empty() ? "" : ",", k, Escape(v));
+  for (const auto& [k, v] : labels)
+    s += fmt::format("{}{}=\"{}\"", s.empty() ? "" : ",", k, Escape(v));
   if (!extra.empty()) s += (s.empty() ? "" : ",") + extra;
   return s.empty() ? "" : "{" + s + "}";
 }
@@ -68,8 +69,8 @@ void PromText::Histogram(const std::string& name, const std::string& help, const
     out_ += name + "_bucket" + LabelText(labels, fmt::format("le=\"{}\"", h.bounds()[i])) + " " +
             std::to_string(cum) + "\n";
   }
-  out_ += name + "_bucket" + LabelText(labels, "le=\"+Inf\"") + " " + std::to_string(h.count()) +
-          "\n";
+  out_ +=
+      name + "_bucket" + LabelText(labels, "le=\"+Inf\"") + " " + std::to_string(h.count()) + "\n";
   out_ += name + "_sum" + LabelText(labels) + " " + Num(h.sum()) + "\n";
   out_ += name + "_count" + LabelText(labels) + " " + std::to_string(h.count()) + "\n";
 }

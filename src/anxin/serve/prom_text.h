@@ -25,7 +25,8 @@ using Labels = std::vector<std::pair<std::string, std::string>>;
 
 class Histogram {
  public:
-  explicit Histogram(std::vector<double> bounds) : bounds_(std::move(bounds)), counts_(bounds_.size() + 1) {}
+  explicit Histogram(std::vector<double> bounds)
+      : bounds_(std::move(bounds)), counts_(bounds_.size() + 1) {}
   void Observe(double v);
   const std::vector<double>& bounds() const { return bounds_; }
   // Per bucket (not cumulative); the last is +Inf.

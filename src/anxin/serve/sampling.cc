@@ -1,16 +1,17 @@
 #include "anxin/serve/sampling.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <numeric>
-
-#include <fmt/format.h>
 
 namespace anxin::serve {
 
 Status ValidateSampling(const SamplingParams& p) {
   if (!(p.temperature >= 0) || !std::isfinite(p.temperature)) {
-    return InvalidArgument(fmt::format("temperature {} must be a finite number >= 0", p.temperature));
+    return InvalidArgument(
+        fmt::format("temperature {} must be a finite number >= 0", p.temperature));
   }
   if (!(p.top_p > 0 && p.top_p <= 1)) {
     return InvalidArgument(fmt::format("top_p {} must be in (0, 1]", p.top_p));
@@ -68,8 +69,7 @@ std::vector<std::pair<int, double>> TruncatedDistribution(std::span<const float>
   return dist;
 }
 
-int SampleToken(std::span<const float> logits, const SamplingParams& params,
-                std::mt19937_64& rng) {
+int SampleToken(std::span<const float> logits, const SamplingParams& params, std::mt19937_64& rng) {
   auto dist = TruncatedDistribution(logits, params);
   double u = std::uniform_real_distribution<double>(0.0, 1.0)(rng);
   for (const auto& [t, pr] : dist) {

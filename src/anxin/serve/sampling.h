@@ -39,8 +39,7 @@ struct SamplingParams {
 std::vector<std::pair<int, double>> TruncatedDistribution(std::span<const float> logits,
                                                           const SamplingParams& params);
 
-int SampleToken(std::span<const float> logits, const SamplingParams& params,
-                std::mt19937_64& rng);
+int SampleToken(std::span<const float> logits, const SamplingParams& params, std::mt19937_64& rng);
 
 class PreparedSampler {
  public:

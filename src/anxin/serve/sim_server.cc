@@ -1,11 +1,11 @@
 #include "anxin/serve/sim_server.h"
 
+#include <fmt/format.h>
+
 #include <chrono>
 #include <future>
 #include <map>
 #include <thread>
-
-#include <fmt/format.h>
 
 #include "anxin/serve/prom_text.h"
 #include "anxin/serve/sim_text.h"
@@ -30,7 +30,8 @@ Result<T> Field(const json& body, const char* name, T fallback) {
   if constexpr (std::is_same_v<T, bool>) {
     if (!it->is_boolean()) return InvalidArgument(fmt::format("'{}' must be true or false", name));
   } else if constexpr (std::is_integral_v<T>) {
-    if (!it->is_number_integer()) return InvalidArgument(fmt::format("'{}' must be an integer", name));
+    if (!it->is_number_integer())
+      return InvalidArgument(fmt::format("'{}' must be an integer", name));
   } else if constexpr (std::is_floating_point_v<T>) {
     if (!it->is_number()) return InvalidArgument(fmt::format("'{}' must be a number", name));
   }
@@ -99,7 +100,8 @@ Result<Parsed> ParseBody(const std::string& text, bool chat, const SimServerOpti
     if (pr->is_string()) {
       p.engine.prompt = SimTokenize(pr->get<std::string>());
     } else if (pr->is_array() && !pr->empty() &&
-               std::all_of(pr->begin(), pr->end(), [](const json& x) { return x.is_number_integer(); })) {
+               std::all_of(pr->begin(), pr->end(),
+                           [](const json& x) { return x.is_number_integer(); })) {
       for (const json& x : *pr) p.engine.prompt.push_back(x.get<int32_t>());
     } else if (pr->is_array() && pr->size() == 1 && (*pr)[0].is_string()) {
       p.engine.prompt = SimTokenize((*pr)[0].get<std::string>());
@@ -241,10 +243,10 @@ struct SimServer::Impl {
     auto id = engine.Submit(std::move(parsed->engine));
     if (!id) {
       const bool full = id.error().code() == ErrorCode::kResourceExhausted;
-      return Reply(r.conn, route, full ? 429 : 400, "application/json",
-                   ErrorBody(id.error().Describe(),
-                             full ? "rate_limit_exceeded" : "invalid_request_error"),
-                   full ? std::vector<Header>{{"Retry-After", "1"}} : std::vector<Header>{});
+      return Reply(
+          r.conn, route, full ? 429 : 400, "application/json",
+          ErrorBody(id.error().Describe(), full ? "rate_limit_exceeded" : "invalid_request_error"),
+          full ? std::vector<Header>{{"Retry-After", "1"}} : std::vector<Header>{});
     }
     if (ctx.stream) {
       server.BeginStream(r.conn, 200, "text/event-stream", {{"Cache-Control", "no-cache"}});
@@ -354,9 +356,9 @@ struct SimServer::Impl {
     }
     const auto now = Clock::now();
     max_lag = std::max(max_lag, std::chrono::duration<double>(now - next_start).count());
-    const auto end = next_start + std::chrono::duration_cast<Clock::duration>(
-                                      std::chrono::duration<double>(res.seconds *
-                                                                    options.time_scale));
+    const auto end =
+        next_start + std::chrono::duration_cast<Clock::duration>(
+                         std::chrono::duration<double>(res.seconds * options.time_scale));
     loop.RunAt(end, [this, res = std::move(res), end] {
       Deliver(res);
       next_start = std::max(end, Clock::now() - std::chrono::seconds(1));
@@ -447,7 +449,8 @@ struct SimServer::Impl {
   }
 };
 
-SimServer::SimServer(SimServerOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
+SimServer::SimServer(SimServerOptions options)
+    : impl_(std::make_unique<Impl>(std::move(options))) {}
 
 SimServer::~SimServer() { Stop(); }
 

@@ -21,9 +21,8 @@
 #define ANXIN_SERVE_SIM_SERVER_H_
 
 #include <memory>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "anxin/base/error.h"
 #include "anxin/serve/engine.h"

@@ -91,8 +91,8 @@ TEST(SimServer, StreamsTokensAsStepsFinish) {
   // separate reads, not in one piece at the end.
   SimServer sim(Options(256, 8, 1.0));
   ASSERT_THAT(sim.Start(), IsOk());
-  auto x = RunOne(sim.port(), Post("/v1/completions",
-                                   R"({"prompt": "hi", "max_tokens": 20, "stream": true})"));
+  auto x = RunOne(sim.port(),
+                  Post("/v1/completions", R"({"prompt": "hi", "max_tokens": 20, "stream": true})"));
   ASSERT_TRUE(x.complete);
   EXPECT_EQ(SseData(x.body).size(), 21u);
   EXPECT_GE(x.arrivals.size(), 10u);
@@ -140,13 +140,14 @@ TEST(SimServer, CapHoldsNoRequestLostPreemptionWhenBlocksRunOut) {
   ASSERT_THAT(sim.Start(), IsOk());
   std::vector<std::string> reqs;
   for (int i = 0; i < kRequests; ++i) {
-    reqs.push_back(Post("/v1/completions",
-                        json({{"prompt", "request " + std::to_string(i) + " asks about the weather "
-                                             "in a city far away and wants a long answer"},
-                              {"max_tokens", kTokens},
-                              {"stream", true},
-                              {"stream_options", {{"include_usage", true}}}})
-                            .dump()));
+    reqs.push_back(
+        Post("/v1/completions", json({{"prompt", "request " + std::to_string(i) +
+                                                     " asks about the weather "
+                                                     "in a city far away and wants a long answer"},
+                                      {"max_tokens", kTokens},
+                                      {"stream", true},
+                                      {"stream_options", {{"include_usage", true}}}})
+                                    .dump()));
   }
   auto xs = RunExchanges(sim.port(), reqs, 60s);
   for (int i = 0; i < kRequests; ++i) {
@@ -165,8 +166,10 @@ TEST(SimServer, CapHoldsNoRequestLostPreemptionWhenBlocksRunOut) {
   EXPECT_EQ(s.engine.blocks.used_blocks, 0);
   EXPECT_EQ(s.engine.running + s.engine.waiting, 0);
   const std::string metrics = RunOne(sim.port(), Get("/metrics")).body;
-  EXPECT_THAT(metrics, HasSubstr("anxin_sim_preemptions_total " + std::to_string(s.engine.preemptions)));
-  EXPECT_THAT(metrics, HasSubstr("anxin_sim_requests_total{route=\"/v1/completions\",code=\"200\"} 60"));
+  EXPECT_THAT(metrics,
+              HasSubstr("anxin_sim_preemptions_total " + std::to_string(s.engine.preemptions)));
+  EXPECT_THAT(metrics,
+              HasSubstr("anxin_sim_requests_total{route=\"/v1/completions\",code=\"200\"} 60"));
 }
 
 TEST(SimServer, ClientThatLeavesCancelsItsRequest) {
@@ -175,7 +178,7 @@ TEST(SimServer, ClientThatLeavesCancelsItsRequest) {
   const int fd = testing::Connect(sim.port());
   ASSERT_GE(fd, 0);
   const std::string req =
-      Post("/v1/completions", R"({"prompt": "long", "max_tokens": 5000, "stream": true})");
+      Post("/v1/completions", R"({"prompt": "long", "max_tokens": 3000, "stream": true})");
   ASSERT_EQ(::send(fd, req.data(), req.size(), MSG_NOSIGNAL), static_cast<ssize_t>(req.size()));
   ASSERT_TRUE(WaitFor(sim, [](const SimSnapshot& s) { return s.engine.running == 1; }));
   ::close(fd);
@@ -207,12 +210,27 @@ TEST(SimServer, FullQueueAnswers429WithRetryAfter) {
 TEST(SimServer, KeepAliveServesSeveralRequestsOnOneConnection) {
   SimServer sim(Options(64, 4, 0));
   ASSERT_THAT(sim.Start(), IsOk());
-  HttpClient client("127.0.0.1", sim.port());
+  const int fd = testing::Connect(sim.port());
+  ASSERT_GE(fd, 0);
   for (int i = 0; i < 5; ++i) {
-    auto r = client.Post("/v1/completions", R"({"prompt": "again", "max_tokens": 3, "stream": true})");
-    ASSERT_THAT(r, IsOk());
-    EXPECT_EQ(SseData(r->body).size(), 4u);
+    const std::string req =
+        Post("/v1/completions", R"({"prompt": "again", "max_tokens": 3, "stream": true})",
+             /*keep_alive=*/true);
+    ASSERT_EQ(::send(fd, req.data(), req.size(), MSG_NOSIGNAL), static_cast<ssize_t>(req.size()));
+    testing::Exchange x;
+    x.fd = fd;
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (!x.complete && std::chrono::steady_clock::now() < deadline) {
+      char buf[4096];
+      const ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
+      ASSERT_GT(n, 0) << "the server closed a kept-alive connection";
+      x.raw.append(buf, static_cast<size_t>(n));
+      testing::Decode(x, false);
+    }
+    ASSERT_TRUE(x.complete);
+    EXPECT_EQ(SseData(x.body).size(), 4u);
   }
+  ::close(fd);
   EXPECT_EQ(sim.Snapshot().http.accepted, 1u);
 }
 

@@ -8,22 +8,22 @@ namespace anxin::serve {
 namespace {
 
 constexpr std::array<std::string_view, 128> kWords = {
-    " the",    " of",     " and",    " to",     " a",       " in",     " is",     " it",
-    " that",   " for",    " was",    " on",     " are",     " with",   " as",     " be",
-    " this",   " time",   " by",     " at",     " from",    " or",     " have",   " an",
-    " they",   " which",  " one",    " you",    " were",    " all",    " we",     " can",
-    " her",    " has",    " there",  " been",   " if",      " more",   " when",   " will",
-    " would",  " who",    " so",     " no",     " out",     " up",     " into",   " do",
-    " any",    " your",   " what",   " has",    " about",   " than",   " only",   " other",
-    " new",    " some",   " could",  " these",  " two",     " may",    " first",  " then",
-    " like",   " our",    " over",   " such",   " make",    " most",   " after",  " also",
-    " did",    " many",   " before", " must",   " through", " years",  " where",  " much",
-    " your",   " way",    " well",   " down",   " should",  " because"," each",   " just",
-    " those",  " people"," how",    " too",    " little",  " state",  " good",   " very",
-    " make",   " world",  " still",  " own",    " see",     " men",    " work",   " long",
-    " get",    " here",   " between"," both",  " life",    " being",  " under",  " never",
-    " day",    " same",   " another"," know",  " while",   " last",   " might",  " us",
-    " great",  " old",    " year",   " off",    " come",    " since",  " against"," go",
+    " the",   " of",     " and",     " to",    " a",       " in",      " is",      " it",
+    " that",  " for",    " was",     " on",    " are",     " with",    " as",      " be",
+    " this",  " time",   " by",      " at",    " from",    " or",      " have",    " an",
+    " they",  " which",  " one",     " you",   " were",    " all",     " we",      " can",
+    " her",   " has",    " there",   " been",  " if",      " more",    " when",    " will",
+    " would", " who",    " so",      " no",    " out",     " up",      " into",    " do",
+    " any",   " your",   " what",    " has",   " about",   " than",    " only",    " other",
+    " new",   " some",   " could",   " these", " two",     " may",     " first",   " then",
+    " like",  " our",    " over",    " such",  " make",    " most",    " after",   " also",
+    " did",   " many",   " before",  " must",  " through", " years",   " where",   " much",
+    " your",  " way",    " well",    " down",  " should",  " because", " each",    " just",
+    " those", " people", " how",     " too",   " little",  " state",   " good",    " very",
+    " make",  " world",  " still",   " own",   " see",     " men",     " work",    " long",
+    " get",   " here",   " between", " both",  " life",    " being",   " under",   " never",
+    " day",   " same",   " another", " know",  " while",   " last",    " might",   " us",
+    " great", " old",    " year",    " off",   " come",    " since",   " against", " go",
 };
 
 }  // namespace

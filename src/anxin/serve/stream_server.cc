@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/epoll.h>
@@ -10,8 +11,6 @@
 
 #include <cerrno>
 #include <cstring>
-
-#include <fmt/format.h>
 
 namespace anxin::serve {
 
@@ -26,8 +25,8 @@ Status StreamServer::Listen() {
   addr.sin_family = AF_INET;
   addr.sin_port = htons(static_cast<uint16_t>(options_.port));
   if (::inet_pton(AF_INET, options_.host.c_str(), &addr.sin_addr) != 1) {
-    return InvalidArgument(fmt::format("'{}' is not an IPv4 address (use 127.0.0.1 or 0.0.0.0)",
-                                       options_.host));
+    return InvalidArgument(
+        fmt::format("'{}' is not an IPv4 address (use 127.0.0.1 or 0.0.0.0)", options_.host));
   }
   listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (listen_fd_ < 0) return std::unexpected(ErrnoError(errno, "socket"));
@@ -37,8 +36,8 @@ Status StreamServer::Listen() {
     const int e = errno;
     ::close(listen_fd_);
     listen_fd_ = -1;
-    return Unavailable(fmt::format("cannot listen on {}:{}: {}", options_.host, options_.port,
-                                   std::strerror(e)));
+    return Unavailable(
+        fmt::format("cannot listen on {}:{}: {}", options_.host, options_.port, std::strerror(e)));
   }
   if (::listen(listen_fd_, 4096) != 0) return std::unexpected(ErrnoError(errno, "listen"));
   socklen_t len = sizeof(addr);
@@ -136,9 +135,9 @@ void StreamServer::ProcessInput(ConnId id) {
       ++stats_.bad_requests;
       c.busy = true;
       c.close_after = true;
-      const std::string body = fmt::format(
-          R"({{"error":{{"message":"{}","type":"invalid_request_error","code":{}}}}})", msg,
-          status);
+      const std::string body =
+          fmt::format(R"({{"error":{{"message":"{}","type":"invalid_request_error","code":{}}}}})",
+                      msg, status);
       Send(id, ResponseHeadBytes(status, "application/json", body.size(), false) + body);
       FinishResponse(id);
     };

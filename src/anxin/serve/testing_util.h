@@ -46,7 +46,7 @@ inline int Connect(int port) {
 
 struct Exchange {
   int fd = -1;
-  std::string raw;        // every byte received
+  std::string raw;  // every byte received
   int status = 0;
   std::string head;       // the response head
   std::string body;       // decoded (chunked or not)

@@ -1,8 +1,8 @@
 #include "anxin/serve/time_model.h"
 
-#include <algorithm>
-
 #include <fmt/format.h>
+
+#include <algorithm>
 
 #include "anxin/base/config.h"
 #include "anxin/base/file.h"
