@@ -207,6 +207,39 @@ TEST(SimServer, FullQueueAnswers429WithRetryAfter) {
   ASSERT_TRUE(WaitFor(sim, [](const SimSnapshot& s) { return s.engine.cancelled == 2; }));
 }
 
+TEST(SimServer, AnswersExpect100ContinueBeforeTheBody) {
+  SimServer sim(Options(64, 4, 0));
+  ASSERT_THAT(sim.Start(), IsOk());
+  const std::string body = R"({"prompt": "large", "max_tokens": 2})";
+  const std::string head =
+      "POST /v1/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+      "Expect: 100-continue\r\nContent-Length: " +
+      std::to_string(body.size()) + "\r\n\r\n";
+  const int fd = testing::Connect(sim.port());
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::send(fd, head.data(), head.size(), MSG_NOSIGNAL), static_cast<ssize_t>(head.size()));
+  std::string got;
+  char buf[4096];
+  while (got.find("\r\n\r\n") == std::string::npos) {
+    pollfd p{fd, POLLIN, 0};
+    ASSERT_EQ(::poll(&p, 1, 10000), 1) << "no 100 Continue";
+    const ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
+    ASSERT_GT(n, 0);
+    got.append(buf, static_cast<size_t>(n));
+  }
+  EXPECT_EQ(got, "HTTP/1.1 100 Continue\r\n\r\n");
+  ASSERT_EQ(::send(fd, body.data(), body.size(), MSG_NOSIGNAL), static_cast<ssize_t>(body.size()));
+  got.clear();
+  for (;;) {
+    const ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
+    if (n <= 0) break;
+    got.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  EXPECT_THAT(got, ::testing::StartsWith("HTTP/1.1 200 OK"));
+  EXPECT_THAT(got, HasSubstr("\"completion_tokens\":2"));
+}
+
 TEST(SimServer, KeepAliveServesSeveralRequestsOnOneConnection) {
   SimServer sim(Options(64, 4, 0));
   ASSERT_THAT(sim.Start(), IsOk());

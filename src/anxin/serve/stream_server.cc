@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <strings.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -171,11 +172,22 @@ void StreamServer::ProcessInput(ConnId id) {
         reject(413, fmt::format("request body larger than {} bytes", options_.max_body_bytes));
         break;
       }
-      if (c.in.size() - used < head.content_length) break;
+      if (c.in.size() - used < head.content_length) {
+        // curl and others wait (a second, for curl) for this before sending
+        // a large body.
+        auto expect = head.Find("expect");
+        if (expect && expect->size() == 12 && !c.continue_sent && head.minor_version >= 1 &&
+            strncasecmp(expect->data(), "100-continue", expect->size()) == 0) {
+          c.continue_sent = true;
+          Send(id, "HTTP/1.1 100 Continue\r\n\r\n");
+        }
+        break;
+      }
       req.body = c.in.substr(used, head.content_length);
       total += head.content_length;
     }
     req.raw = c.in.substr(0, total);
+    c.continue_sent = false;
     c.in.erase(0, total);
     c.busy = true;
     c.close_after = !head.keep_alive;

@@ -112,7 +112,8 @@ class StreamServer {
     bool closing = false;
     bool reading = true;
     bool above_half = false;
-    bool in_process = false;  // ProcessInput is running for it (no re-entry)
+    bool in_process = false;     // ProcessInput is running for it (no re-entry)
+    bool continue_sent = false;  // "100 Continue" answered the current request's Expect
     EventLoop::Clock::time_point last_active{};
   };
   void Accept();
