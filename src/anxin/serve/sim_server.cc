@@ -311,6 +311,9 @@ struct SimServer::Impl {
           out += "data: [DONE]\n\n";
         }
         server.StreamChunk(c.conn, out);
+        // A client that stopped reading is dropped by the send (OnClose has
+        // then cancelled the request and forgotten it).
+        if (!ctxs.contains(o.id)) continue;
       } else {
         c.text += word;
       }
@@ -318,25 +321,28 @@ struct SimServer::Impl {
         rs.e2e.Observe(std::chrono::duration<double>(now - c.received).count());
         ++rs.codes[200];
         ++ok;
-        if (c.stream) {
-          server.EndStream(c.conn);
+        // Forget the request before the last write: a write can drop the
+        // connection, which must then find nothing to cancel.
+        Ctx done = std::move(c);
+        by_conn.erase(done.conn);
+        ctxs.erase(it);
+        if (done.stream) {
+          server.EndStream(done.conn);
         } else {
           json choice = {{"index", 0}, {"finish_reason", "length"}, {"logprobs", nullptr}};
-          if (c.chat) {
-            choice["message"] = {{"role", "assistant"}, {"content", c.text}};
+          if (done.chat) {
+            choice["message"] = {{"role", "assistant"}, {"content", done.text}};
           } else {
-            choice["text"] = c.text;
+            choice["text"] = done.text;
           }
-          json j = {{"id", c.id},
-                    {"object", c.chat ? "chat.completion" : "text_completion"},
-                    {"created", c.created},
-                    {"model", c.model},
+          json j = {{"id", done.id},
+                    {"object", done.chat ? "chat.completion" : "text_completion"},
+                    {"created", done.created},
+                    {"model", done.model},
                     {"choices", json::array({choice})},
-                    {"usage", Usage(c)}};
-          server.Respond(c.conn, 200, "application/json", j.dump());
+                    {"usage", Usage(done)}};
+          server.Respond(done.conn, 200, "application/json", j.dump());
         }
-        by_conn.erase(c.conn);
-        ctxs.erase(it);
       }
     }
   }

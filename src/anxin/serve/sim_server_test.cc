@@ -188,6 +188,30 @@ TEST(SimServer, ClientThatLeavesCancelsItsRequest) {
   EXPECT_EQ(sim.Snapshot().client_disconnects, 1u);
 }
 
+TEST(SimServer, AClientThatStopsReadingIsDroppedNotBuffered) {
+  SimServerOptions o = Options(4096, 8, 0);
+  o.http.max_buffered_bytes = 64 << 10;
+  SimServer sim(o);
+  ASSERT_THAT(sim.Start(), IsOk());
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const int small = 4096;
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(sim.port()));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  const std::string req =
+      Post("/v1/completions", R"({"prompt": "never read", "max_tokens": 30000, "stream": true})");
+  ASSERT_EQ(::send(fd, req.data(), req.size(), MSG_NOSIGNAL), static_cast<ssize_t>(req.size()));
+  EXPECT_TRUE(WaitFor(sim, [](const SimSnapshot& s) {
+    return s.http.dropped_slow_readers == 1 && s.engine.running == 0 &&
+           s.engine.blocks.used_blocks == 0;
+  }));
+  EXPECT_LT(sim.Snapshot().engine.generated_tokens, 30000u);
+  ::close(fd);
+}
+
 TEST(SimServer, FullQueueAnswers429WithRetryAfter) {
   SimServerOptions o = Options(256, 1, 1.0);
   o.engine.max_waiting = 1;
