@@ -359,37 +359,9 @@ double BusBandwidthFactor(SdkCollectiveOp op, int64_t n) {
 
 bool IsCleanUtf8(std::string_view s) {
   const auto* p = reinterpret_cast<const uint8_t*>(s.data());
-  size_t n = s.size();
-  for (size_t i = 0; i < n;) {
-    uint8_t c = p[i];
-    if (c < 0x80) {
-      if (c < 0x20 || c == 0x7f) return false;
-      ++i;
-      continue;
-    }
-    size_t len;
-    uint32_t cp;
-    if ((c & 0xe0) == 0xc0) {
-      len = 2;
-      cp = c & 0x1f;
-    } else if ((c & 0xf0) == 0xe0) {
-      len = 3;
-      cp = c & 0x0f;
-    } else if ((c & 0xf8) == 0xf0) {
-      len = 4;
-      cp = c & 0x07;
-    } else {
-      return false;
-    }
-    if (n - i < len) return false;
-    for (size_t k = 1; k < len; ++k) {
-      if ((p[i + k] & 0xc0) != 0x80) return false;
-      cp = (cp << 6) | (p[i + k] & 0x3f);
-    }
-    // Overlong forms, surrogates, beyond U+10FFFF, and C1 controls.
-    static constexpr uint32_t kMin[5] = {0, 0, 0x80, 0x800, 0x10000};
-    if (cp < kMin[len] || (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff) return false;
-    if (cp >= 0x80 && cp <= 0x9f) return false;
+  for (size_t i = 0; i < s.size();) {
+    size_t len = SdkCleanCharLength(p, s.size(), i);
+    if (len == 0) return false;
     i += len;
   }
   return true;

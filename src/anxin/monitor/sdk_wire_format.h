@@ -132,6 +132,51 @@ struct SdkAllocStatsFields {
   uint64_t remaps = 0;
 };
 
+// Length (1..4) of the UTF-8 character at p[i] when it is one the format
+// allows in strings (no control characters, C0, DEL or C1, no overlong forms
+// or surrogates); 0 when the bytes there are not.
+inline size_t SdkCleanCharLength(const uint8_t* p, size_t n, size_t i) {
+  uint8_t c = p[i];
+  if (c < 0x80) return (c < 0x20 || c == 0x7f) ? 0 : 1;
+  size_t len;
+  uint32_t cp;
+  if ((c & 0xe0) == 0xc0) {
+    len = 2;
+    cp = c & 0x1f;
+  } else if ((c & 0xf0) == 0xe0) {
+    len = 3;
+    cp = c & 0x0f;
+  } else if ((c & 0xf8) == 0xf0) {
+    len = 4;
+    cp = c & 0x07;
+  } else {
+    return 0;
+  }
+  if (n - i < len) return 0;
+  for (size_t k = 1; k < len; ++k) {
+    if ((p[i + k] & 0xc0) != 0x80) return 0;
+    cp = (cp << 6) | (p[i + k] & 0x3f);
+  }
+  static constexpr uint32_t kMin[5] = {0, 0, 0x80, 0x800, 0x10000};
+  if (cp < kMin[len] || (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff) return 0;
+  if (cp <= 0x9f) return 0;  // C1 controls (the smaller ones were overlong)
+  return len;
+}
+
+// Rewrites s[0..n) in place so that every byte belongs to an allowed
+// character: each byte that does not start one becomes '?'.
+inline void SdkCleanText(char* s, size_t n) {
+  auto* p = reinterpret_cast<uint8_t*>(s);
+  for (size_t i = 0; i < n;) {
+    size_t len = SdkCleanCharLength(p, n, i);
+    if (len == 0) {
+      p[i] = '?';
+      len = 1;
+    }
+    i += len;
+  }
+}
+
 // Writes one datagram into a caller-owned buffer. Each Add* returns false,
 // writing nothing, when the record does not fit (the caller sends what it
 // has and starts a new datagram) or when the record count is at its limit.
