@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <type_traits>
@@ -184,9 +185,9 @@ Status DecodeSdkDatagram(std::span<const uint8_t> bytes, SdkDatagram& out) {
   if (n > kSdkMaxDatagramBytes)
     return ResourceExhausted(
         fmt::format("datagram of {} bytes is over the limit of {}", n, kSdkMaxDatagramBytes));
-  if (n < 6) return Truncated(0, fmt::format("{} bytes, the header alone is {}", n, 48));
-  if (std::memcmp(p, kSdkMagic, 4) != 0)
+  if (std::memcmp(p, kSdkMagic, std::min<size_t>(n, 4)) != 0)
     return Malformed(0, "not an anxin telemetry datagram (magic is not \"ANXT\")");
+  if (n < 6) return Truncated(0, fmt::format("{} bytes, the header alone is {}", n, 48));
   uint16_t version = Get16(p + 4);
   if (version != kSdkWireVersion)
     return Unimplemented(fmt::format("offset 4: wire format version {}; this receiver reads {}",

@@ -30,7 +30,7 @@ struct SdkSender {
   uint32_t pid = 0;
   int32_t rank = 0;
   int32_t world_size = 1;
-  std::string job;
+  std::string job{};
   uint64_t sequence = 0;
   uint64_t dropped_total = 0;
   uint64_t unsent_total = 0;
@@ -48,7 +48,7 @@ struct SdkCollective {
   uint32_t group_size = 0;  // 0: the sender's world size
   uint64_t bytes = 0;       // nccl-tests' "size" of the operation
   uint64_t duration_ns = 0;
-  std::string algorithm;  // may be empty
+  std::string algorithm{};  // may be empty
 };
 struct SdkKernel {
   uint64_t duration_ns = 0;

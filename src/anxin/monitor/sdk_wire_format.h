@@ -116,7 +116,7 @@ struct SdkHeaderFields {
   uint32_t pid = 0;
   int32_t rank = 0;
   int32_t world_size = 1;
-  std::string_view job;  // REQUIRES: 1..kSdkMaxJobIdBytes printable ASCII
+  std::string_view job{};  // REQUIRES: 1..kSdkMaxJobIdBytes printable ASCII
   uint64_t sequence = 0;
   uint64_t dropped_total = 0;
   uint64_t unsent_total = 0;
