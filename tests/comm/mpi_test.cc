@@ -6,14 +6,18 @@
 // slow-rank finding and by --matrix; a rank that dies or hangs is one error
 // line within a deadline.
 #include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
+#include <map>
 #include <nlohmann/json.hpp>
 #include <thread>
 
 #include "anxin/base/subprocess.h"
 #include "anxin/base/testing.h"
 #include "anxin/comm/model.h"
+#include "anxin/monitor/sdk_wire.h"
 
 namespace anxin::comm {
 namespace {
@@ -232,6 +236,46 @@ TEST(Sweep, OneRunPerAlgorithmAndTheFastestPerSize) {
   for (const auto& run : j["runs"]) ExpectColumns(run, CollOp::kAllReduce, 4);
   EXPECT_THAT(out.stderr_text, HasSubstr("sweep: ring (2 of 2)"));
   EXPECT_EQ(nlohmann::json::parse(dir.Read("s.json")), j);
+}
+
+TEST(Telemetry, EveryTimedCollectiveReachesTheAgentSocket) {
+  // A bare datagram socket stands in for the agent; the monitor's decoder
+  // reads what the ranks sent.
+  TempDir dir;
+  const std::string path = dir / "agent.sock";
+  const int fd = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", path.c_str());
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  auto out = Bench({"--np", "2", "-b", "8", "-e", "64", "-f", "8", "-n", "4", "-w", "1"},
+                   {"ANXIN_AGENT_SOCKET=" + path, "ANXIN_JOB_ID=stress-1"});
+  ASSERT_EQ(out.exit_code, 0) << out.stderr_text;
+  // 2 sizes x 2 modes x 4 timed iterations per rank.
+  EXPECT_THAT(out.stderr_text, HasSubstr("telemetry: rank 0 sent 16 of 16 collective records"));
+  std::map<int, int> per_rank;
+  std::vector<uint8_t> buf(1 << 16);
+  for (;;) {
+    const ssize_t n = ::recv(fd, buf.data(), buf.size(), MSG_DONTWAIT);
+    if (n <= 0) break;
+    auto d = monitor::DecodeSdkDatagram(std::span<const uint8_t>(buf.data(), n));
+    ASSERT_TRUE(d.has_value()) << d.error().ToString();
+    EXPECT_EQ(d->sender.job, "stress-1");
+    EXPECT_EQ(d->sender.world_size, 2);
+    for (const auto& e : d->events) {
+      const auto* c = std::get_if<monitor::SdkCollective>(&e.body);
+      if (c == nullptr) continue;
+      EXPECT_EQ(c->op, monitor::SdkCollectiveOp::kAllReduce);
+      EXPECT_EQ(c->group_size, 2u);
+      EXPECT_TRUE(c->bytes == 8 || c->bytes == 64) << c->bytes;
+      EXPECT_GT(c->duration_ns, 0u);
+      ++per_rank[d->sender.rank];
+    }
+  }
+  ::close(fd);
+  EXPECT_EQ(per_rank[0], 16);
+  EXPECT_EQ(per_rank[1], 16);
 }
 
 }  // namespace

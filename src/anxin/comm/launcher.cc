@@ -172,7 +172,7 @@ Result<LaunchResult> RunLaunch(const LaunchPlan& plan, std::chrono::seconds time
     on_stdout(line.text);
   };
   options.on_stderr = [&](const OutputLine& line) {
-    if (line.text.starts_with("soak: ") || line.text.starts_with("progress: ")) {
+    if (line.text.starts_with("soak: ") || line.text.starts_with("telemetry: ")) {
       on_progress(line.text);
       return;
     }

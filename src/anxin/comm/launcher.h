@@ -80,7 +80,8 @@ struct LaunchResult {
 };
 
 // Runs the plan to completion. Rank 0's stdout lines go to on_stdout (the
-// marker line excepted); the worker's progress lines on stderr ("soak: ...")
+// marker line excepted); the worker's progress lines on stderr ("soak: ...",
+// "telemetry: ...")
 // go to on_progress as they come. A job that ends without the marker (a rank
 // died, the watchdog fired, mpirun failed) -> kUnavailable with the one line
 // that says why; past `timeout` -> kDeadlineExceeded, and the whole process

@@ -436,7 +436,8 @@ struct Runner::Impl {
     phase = what;
     ANXIN_TRY(TimedIterations(engine, call, o.iters, rank, fault, *watchdog, &phase, times));
     if (self.on_collective) {
-      for (double d : times.duration_us) self.on_collective({call.op, bytes, call.in_place, d});
+      for (double d : times.duration_us)
+        self.on_collective({call.op, bytes, call.in_place, d, ranks});
     }
     int64_t wrong = 0;
     for (int c = 0; c < o.check; ++c) {

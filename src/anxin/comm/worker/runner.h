@@ -104,9 +104,10 @@ struct IterationTimes {
 // job telemetry: Runner::on_collective).
 struct CollectiveRecord {
   CollOp op;
-  uint64_t bytes;
+  uint64_t bytes;  // the row's size (nccl-tests' "size")
   bool in_place;
   double duration_us;
+  int ranks;
 };
 
 class Runner {
