@@ -14,12 +14,6 @@ std::string FitNumber(double value, int width) {
   return fmt::format("{:>{}.{}e}", value, width, width >= 7 ? 1 : 0);
 }
 
-std::string TimeColumn(double us) {
-  const int decimals = us < 100 ? 2 : (us < 10000 ? 1 : 0);
-  std::string s = fmt::format("{:>7.{}f}", us, decimals);
-  return s.size() <= 7 ? s : FitNumber(us, 7);
-}
-
 std::string HumanBytes(uint64_t bytes) {
   static constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   int unit = 0;
@@ -36,13 +30,13 @@ namespace {
 std::string Cell(const std::optional<Sample>& s, bool has_check) {
   if (!s) return fmt::format("  {:>7}  {:>6}  {:>6}  {:>6}", "", "", "", "");
   std::string wrong = (!has_check || s->wrong < 0) ? "N/A" : std::to_string(s->wrong);
-  return fmt::format("  {}  {}  {}  {:>6}", TimeColumn(s->time_us), FitNumber(s->algbw, 6),
+  return fmt::format("  {}  {}  {}  {:>6}", FitNumber(s->time_us, 7), FitNumber(s->algbw, 6),
                      FitNumber(s->busbw, 6), wrong);
 }
 
 std::string Percentiles(const std::optional<Sample>& s) {
   if (!s || !s->p50_us || !s->p99_us) return fmt::format("  {:>7}  {:>7}", "", "");
-  return fmt::format("  {}  {}", TimeColumn(*s->p50_us), TimeColumn(*s->p99_us));
+  return fmt::format("  {}  {}", FitNumber(*s->p50_us, 7), FitNumber(*s->p99_us, 7));
 }
 
 bool HasPercentiles(const CommRun& run) {
@@ -76,6 +70,16 @@ std::string FormatTable(const CommRun& run) {
       "{:>6}  {:>6}  {:>6}{}\n",
       "(B)", "(elements)", "", "", "", "(us)", unit, unit, "", "(us)", unit, unit, "",
       pct ? fmt::format("  {:>7}  {:>7}  {:>7}  {:>7}", "(us)", "(us)", "(us)", "(us)") : "");
+  // No trailing blanks in the header lines.
+  std::string trimmed;
+  for (size_t start = 0; start < out.size();) {
+    size_t end = out.find('\n', start);
+    std::string line = out.substr(start, end - start);
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    trimmed += line + "\n";
+    start = end + 1;
+  }
+  out = std::move(trimmed);
   const std::string redop = run.redop ? std::string(RedOpName(*run.redop)) : "none";
   for (const Row& r : run.rows) {
     out += fmt::format("{:>12}  {:>12}  {:>8}  {:>6}  {:>6}", r.bytes, r.count, TypeName(run.type),
@@ -162,13 +166,19 @@ std::string FormatSoak(const SoakReport& soak) {
 
 std::string FormatRun(const CommRun& run) {
   std::string out;
-  out += fmt::format(
-      "# anxin bench comm: {} on {} ranks, engine {}{}, {} {}, root {}, iters {}, warmup {}, "
-      "check {}\n",
-      run.op ? std::string(OpName(*run.op)) : "unknown op", run.ranks, run.engine,
-      run.algo.empty() ? "" : ", algorithm " + run.algo, TypeName(run.type),
-      run.redop ? std::string(RedOpName(*run.redop)) : "none", run.root, run.iters, run.warmup,
-      run.checked ? "on" : "off");
+  if (run.matrix && !run.op) {
+    out += fmt::format("# anxin bench comm --matrix: {} ranks, {}\n", run.ranks,
+                       run.engine.empty() ? "from " + run.source : "engine " + run.engine);
+  } else {
+    out += fmt::format(
+        "# anxin bench comm: {} on {} ranks, {}{}, {} {}, root {}, iters {}, warmup {}, "
+        "check {}\n",
+        run.op ? std::string(OpName(*run.op)) : "unknown op", run.ranks,
+        run.engine.empty() ? "from " + run.source : "engine " + run.engine,
+        run.algo.empty() ? "" : ", algorithm " + run.algo, TypeName(run.type),
+        run.redop ? std::string(RedOpName(*run.redop)) : "none", run.root, run.iters, run.warmup,
+        run.checked ? "on" : "off");
+  }
   if (!run.engine_version.empty() || !run.algo_effective.empty()) {
     out += fmt::format(
         "# library: {}{}\n", run.engine_version.empty() ? "?" : run.engine_version,
