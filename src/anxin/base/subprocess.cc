@@ -458,8 +458,12 @@ Result<std::unique_ptr<Subprocess>> Subprocess::Start(SubprocessOptions options)
   impl->env_ptrs.push_back(nullptr);
   impl->parent_pid = ::getpid();
 
-  impl->devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-  if (impl->devnull < 0) return std::unexpected(ErrnoError(errno, "open /dev/null"));
+  const std::string& in = impl->options.stdin_path;
+  impl->devnull = ::open(in.empty() ? "/dev/null" : in.c_str(), O_RDONLY | O_CLOEXEC);
+  if (impl->devnull < 0) {
+    return std::unexpected(
+        ErrnoError(errno, "open " + (in.empty() ? std::string("/dev/null") : in)));
+  }
   for (auto* p : {&impl->out, &impl->err, &impl->report}) {
     if (::pipe2(p->data(), O_CLOEXEC) != 0) return std::unexpected(ErrnoError(errno, "pipe"));
   }
@@ -573,6 +577,7 @@ Result<CommandOutput> RunCommand(std::vector<std::string> argv, RunOptions optio
   so.env = std::move(options.env);
   so.clear_env = options.clear_env;
   so.cwd = std::move(options.cwd);
+  so.stdin_path = std::move(options.stdin_path);
   so.timeout = options.timeout;
   so.stop_grace = std::chrono::seconds(1);
   so.on_stdout = [out, append](const OutputLine& l) { append(*out, l); };

@@ -88,6 +88,8 @@ struct SubprocessOptions {
   bool clear_env = false;
   // Working directory of the child; "" = this process's.
   std::string cwd{};
+  // A file the child reads as its standard input; "" = /dev/null.
+  std::string stdin_path{};
   // Line callbacks (see the thread-safety note above); unset = discard.
   std::function<void(const OutputLine&)> on_stdout{};
   std::function<void(const OutputLine&)> on_stderr{};
@@ -159,6 +161,7 @@ struct RunOptions {
   std::vector<std::string> env{};                     // "NAME=VALUE" additions
   bool clear_env = false;  // start from an empty environment, then add env
   std::string cwd{};
+  std::string stdin_path{};  // the child's standard input; "" = /dev/null
   // Output beyond this many bytes per stream is dropped (the child keeps
   // running; the text ends with "\n[... N bytes dropped]").
   size_t max_output_bytes = 64 << 20;

@@ -111,6 +111,19 @@ TEST_F(SubprocessTest, CapturesStdoutAndStderrSeparately) {
   EXPECT_EQ(r->stderr_text, "err1\n");
 }
 
+TEST_F(SubprocessTest, StdinFromAFileOrNothing) {
+  ::anxin::testing::TempDir dir;
+  std::string in = dir.Write("in.txt", "line one\nline two\n");
+  auto r = RunCommand({"cat"}, {.stdin_path = in});
+  ASSERT_THAT(r, IsOk());
+  EXPECT_EQ(r->stdout_text, "line one\nline two\n");
+  auto empty = RunCommand({"cat"});
+  ASSERT_THAT(empty, IsOk());
+  EXPECT_EQ(empty->stdout_text, "");
+  EXPECT_THAT(RunCommand({"cat"}, {.stdin_path = dir / "missing.txt"}),
+              HasCode(ErrorCode::kNotFound, HasSubstr("missing.txt")));
+}
+
 TEST_F(SubprocessTest, LinesWithTimestampsAndAFinalLineWithoutNewline) {
   LineSink out, err;
   SubprocessOptions o;
