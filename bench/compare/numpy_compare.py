@@ -7,7 +7,10 @@ casts them to float64 (as msprobe's compare does) and computes Cosine, MaxAbsErr
 MaxRelativeErr (zero bench values get eps after the cast), One/Five Thousandth Err Ratio,
 RMSE, EucDist, mean absolute and relative error, and NaN/Inf position mismatches.
 
-Usage: numpy_compare.py OUT_DIR REF_DIR  -> prints {"pairs": N, "bytes": B, "seconds": S}
+Usage: numpy_compare.py OUT_DIR REF_DIR
+  -> prints {"pairs": N, "bytes": B, "not_pass": F, "seconds": S, "metrics": {name: {...}}}
+"metrics" holds every pair's numbers, so that bench/compare/run can check that anxin computed
+the same before it compares their speed; "seconds" covers the comparison, not that output.
 """
 import json
 import os
@@ -83,7 +86,7 @@ def main():
     out_dir, ref_dir = sys.argv[1], sys.argv[2]
     t0 = time.time()
     out, ref = tensors(out_dir), tensors(ref_dir)
-    pairs, nbytes, fails = 0, 0, 0
+    pairs, nbytes, fails, every = 0, 0, 0, {}
     for name, leaf in out.items():
         if name not in ref:
             continue
@@ -91,9 +94,11 @@ def main():
         nbytes += na + nb
         m = metrics(a, b)
         fails += not (m["cosine"] > 0.99 and m["max_abs_err"] < 0.001)
+        every[name] = m
         pairs += 1
-    print(json.dumps({"pairs": pairs, "bytes": nbytes, "not_pass": fails,
-                      "seconds": time.time() - t0}))
+    seconds = time.time() - t0
+    print(json.dumps({"pairs": pairs, "bytes": nbytes, "not_pass": fails, "seconds": seconds,
+                      "metrics": every}))
 
 
 if __name__ == "__main__":

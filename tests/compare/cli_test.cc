@@ -86,7 +86,8 @@ TEST_F(CompareCli, DumpsWithADivergingOpFailWithReports) {
 TEST_F(CompareCli, SameDumpPasses) {
   auto r = RunAnxin({"compare", *dir_ / "gpu", *dir_ / "gpu"});
   EXPECT_EQ(r.exit_code, 0) << r.stdout_text << r.stderr_text;
-  std::string stats = std::string(ANXIN_SOURCE_DIR) + "/tests/fixtures/msprobe/gpu_dump/step0/proc2016";
+  std::string stats =
+      std::string(ANXIN_SOURCE_DIR) + "/tests/fixtures/msprobe/gpu_dump/step0/proc2016";
   EXPECT_EQ(RunAnxin({"compare", stats, stats}).exit_code, 0);
 }
 
@@ -214,6 +215,109 @@ TEST_F(CompareCli, BadInputIsAUsageErrorNamingTheProblem) {
       RunAnxin({"compare", *dir_ / "gpu", *dir_ / "gpu", "--thresholds", *dir_ / "bad.yaml"});
   EXPECT_EQ(thr.exit_code, 2);
   EXPECT_THAT(thr.stderr_text, HasSubstr("bad.yaml:1:"));
+}
+
+// A CI gate pointed at two dumps whose tensors never meet must not pass:
+// nothing compared is exit 1 with a message saying so, after the report
+// (which lists the unmatched tensors) in both output formats.
+TEST_F(CompareCli, NothingMatchedIsAFailure) {
+  testing::ScratchDir t;
+  ASSERT_EQ(testing::RunPython(
+                {"-c",
+                 "import json, numpy as np, struct, sys; d = sys.argv[1]; "
+                 "a = np.linspace(-1, 1, 64).astype(np.float32); "
+                 "import os; os.makedirs(d + '/n1'); os.makedirs(d + '/n2'); "
+                 "np.save(d + '/n1/x.npy', a); np.save(d + '/n2/y.npy', a); "
+                 "h = json.dumps({'w': {'dtype': 'F32', 'shape': [64], "
+                 "'data_offsets': [0, a.nbytes]}}).encode(); h += b' ' * (-len(h) % 8); "
+                 "open(d + '/one.safetensors', 'wb').write(struct.pack('<Q', len(h)) + h + "
+                 "a.tobytes())",
+                 t.path()}),
+            0);
+  auto dirs = RunAnxin({"compare", t / "n1", t / "n2"});
+  EXPECT_EQ(dirs.exit_code, 1) << dirs.stdout_text << dirs.stderr_text;
+  EXPECT_THAT(dirs.stdout_text, HasSubstr("0 pairs: 0 pass, 0 warn, 0 fail; 1 + 1 unmatched"));
+  EXPECT_THAT(dirs.stderr_text,
+              HasSubstr("error: no tensor pairs matched (1 output and 1 reference tensors without "
+                        "a partner)"));
+  // A .npy against a one-tensor .safetensors of another name: `compare ref`
+  // is the way to pair them, and the message says so.
+  auto files = RunAnxin({"--json", "compare", *dir_ / "good.npy", t / "one.safetensors"});
+  EXPECT_EQ(files.exit_code, 1) << files.stdout_text << files.stderr_text;
+  auto j = nlohmann::json::parse(files.stdout_text, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << files.stdout_text;
+  EXPECT_EQ(j["summary"]["pairs"], 0);
+  EXPECT_THAT(files.stderr_text, HasSubstr("`anxin compare ref OUT REF`"));
+  auto ref = RunAnxin({"compare", "ref", t / "n1/x.npy", t / "one.safetensors"});
+  EXPECT_EQ(ref.exit_code, 0) << ref.stdout_text << ref.stderr_text;
+  EXPECT_THAT(ref.stdout_text, HasSubstr(": pass"));
+}
+
+// `compare ref --help` names every format it takes for one tensor.
+TEST_F(CompareCli, RefHelpNamesEveryFormat) {
+  auto r = RunAnxin({"compare", "ref", "--help"});
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_THAT(r.stdout_text, HasSubstr(".npy"));
+  EXPECT_THAT(r.stdout_text, HasSubstr(".npz"));
+  EXPECT_THAT(r.stdout_text, HasSubstr(".safetensors"));
+}
+
+// Thresholds outside their range or crossing each other are input errors
+// (exit 2) naming the key and what it allows, from --thresholds and from the
+// compare: section of --config alike.
+TEST_F(CompareCli, BadThresholdValuesAreUsageErrors) {
+  std::ofstream(*dir_ / "high.yaml") << "default: {pass_cosine: 1.5}\n";
+  auto high = RunAnxin({"compare", "ref", *dir_ / "good.npy", *dir_ / "ref.npy", "--thresholds",
+                        *dir_ / "high.yaml"});
+  EXPECT_EQ(high.exit_code, 2);
+  EXPECT_THAT(high.stderr_text,
+              HasSubstr("high.yaml:1:24: default.pass_cosine: 1.5 is out of range: pass_cosine "
+                        "must be in [-1, 1)"));
+  std::ofstream(*dir_ / "crossed.yaml")
+      << "compare:\n  default: {pass_cosine: 0.5, fail_cosine: 0.9}\n";
+  auto crossed =
+      RunAnxin({"--config", *dir_ / "crossed.yaml", "compare", *dir_ / "gpu", *dir_ / "gpu"});
+  EXPECT_EQ(crossed.exit_code, 2);
+  EXPECT_THAT(crossed.stderr_text,
+              HasSubstr("crossed.yaml:2:26: compare.default.pass_cosine: 0.5 is below "
+                        "fail_cosine 0.9"));
+}
+
+// Counts are never negative: refused by name, not wrapped to a huge number.
+TEST_F(CompareCli, NegativeCountsAreRefusedByName) {
+  for (const char* flag : {"--top", "--html-rows"}) {
+    auto r = RunAnxin({"compare", *dir_ / "gpu", *dir_ / "gpu", flag, "-1"});
+    EXPECT_EQ(r.exit_code, 2) << flag;
+    EXPECT_THAT(r.stderr_text,
+                HasSubstr(std::string("error: ") + flag + " -1: expected a count >= 0 (0: all)"));
+  }
+  EXPECT_EQ(RunAnxin({"compare", *dir_ / "gpu", *dir_ / "gpu", "--top", "0"}).exit_code, 0);
+}
+
+// A --thresholds or --map file that is missing, a directory or empty is an
+// input error naming the flag.
+TEST_F(CompareCli, UnreadableInputFilesNameTheirFlag) {
+  std::ofstream(*dir_ / "empty.yaml").flush();
+  for (const char* flag : {"--thresholds", "--map"}) {
+    SCOPED_TRACE(flag);
+    auto missing = RunAnxin({"compare", *dir_ / "gpu", *dir_ / "gpu", flag, *dir_ / "nope.yaml"});
+    EXPECT_EQ(missing.exit_code, 2);
+    EXPECT_THAT(missing.stderr_text, HasSubstr(std::string("error: ") + flag + ": open "));
+    EXPECT_THAT(missing.stderr_text, HasSubstr("nope.yaml: No such file or directory"));
+    auto dir = RunAnxin({"compare", *dir_ / "gpu", *dir_ / "gpu", flag, dir_->path()});
+    EXPECT_EQ(dir.exit_code, 2);
+    EXPECT_THAT(dir.stderr_text, HasSubstr(std::string("error: ") + flag + " " + dir_->path() +
+                                           ": is a directory, not a file"));
+    auto empty = RunAnxin({"compare", *dir_ / "gpu", *dir_ / "gpu", flag, *dir_ / "empty.yaml"});
+    EXPECT_EQ(empty.exit_code, 2);
+    EXPECT_THAT(empty.stderr_text, HasSubstr(std::string("error: ") + flag + " " +
+                                             (*dir_ / "empty.yaml") + ": the file is empty"));
+  }
+  // `compare ref` reads --thresholds the same way.
+  auto ref = RunAnxin({"compare", "ref", *dir_ / "good.npy", *dir_ / "ref.npy", "--thresholds",
+                       *dir_ / "nope.yaml"});
+  EXPECT_EQ(ref.exit_code, 2);
+  EXPECT_THAT(ref.stderr_text, HasSubstr("error: --thresholds: open "));
 }
 
 }  // namespace

@@ -4,10 +4,12 @@
 //   anxin compare ref OUT.npy REF.npy
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <string>
 #include <thread>
 #include <utility>
 
@@ -26,8 +28,9 @@ struct Opts {
   bool fuzzy = false;
   std::string map_file, thresholds_file, void_as, csv, html;
   unsigned threads = 0;
-  size_t top = 30;
-  size_t html_rows = cmp::kHtmlRows;
+  // Signed, so that a negative count is refused by name instead of wrapping.
+  int64_t top = 30;
+  int64_t html_rows = static_cast<int64_t>(cmp::kHtmlRows);
   // Progress on stderr: --progress, --no-progress, else when stderr is a terminal.
   bool progress = false, no_progress = false;
   // `ref` subcommand
@@ -35,8 +38,15 @@ struct Opts {
   CLI::App* ref_cmd = nullptr;
 };
 
+// Threshold and rename files are small YAML documents.
+constexpr size_t kMaxYamlBytes = size_t{64} << 20;
+
 Result<cmp::ThresholdRules> Rules(const Opts& o, const GlobalOptions& g) {
-  if (!o.thresholds_file.empty()) return cmp::ThresholdRules::LoadYaml(o.thresholds_file);
+  if (!o.thresholds_file.empty()) {
+    ANXIN_ASSIGN_OR_RETURN(std::string text,
+                           ReadInputFile(o.thresholds_file, "--thresholds", kMaxYamlBytes));
+    return cmp::ThresholdRules::ParseYaml(text, o.thresholds_file);
+  }
   // The `compare:` section of the global configuration (--config or
   // ANXIN_CONFIG), already parsed: errors point into that file.
   if (auto section = FindSection(g.config, "compare"))
@@ -100,14 +110,26 @@ int Finish(const cmp::CompareReport& report, const Opts& o, const GlobalOptions&
     if (!s) return ReportError(s.error());
   }
   if (!o.html.empty()) {
-    if (auto s = WriteFileAtomic(o.html, cmp::RenderHtml(report, o.html_rows)); !s)
+    if (auto s = WriteFileAtomic(o.html, cmp::RenderHtml(report, static_cast<size_t>(o.html_rows)));
+        !s)
       return ReportError(s.error());
   }
   if (g.json) {
     cmp::WriteJson(report, stdout);
     std::printf("\n");
   } else {
-    cmp::PrintTable(report, stdout, o.top);
+    cmp::PrintTable(report, stdout, static_cast<size_t>(o.top));
+  }
+  // Nothing compared is not a pass: a CI gate pointed at the wrong
+  // directory, or at two dumps whose names never meet, must fail.
+  if (report.pairs.empty()) {
+    std::fflush(stdout);
+    std::fprintf(stderr,
+                 "error: no tensor pairs matched (%zu output and %zu reference tensors without a "
+                 "partner): check the two paths, or pair renamed tensors with --fuzzy or --map; "
+                 "`anxin compare ref OUT REF` pairs two single tensors whatever their names\n",
+                 report.unmatched_out.size(), report.unmatched_ref.size());
+    return kExitCheckFailed;
   }
   return report.fail > 0 ? kExitCheckFailed : kExitOk;
 }
@@ -123,7 +145,9 @@ int RunDumps(const Opts& o, const GlobalOptions& g) {
   options.match.fuzzy = o.fuzzy;
   SetProgress(o, options);
   if (!o.map_file.empty()) {
-    auto renames = cmp::LoadRenames(o.map_file);
+    auto text = ReadInputFile(o.map_file, "--map", kMaxYamlBytes);
+    if (!text) return ReportError(text.error());
+    auto renames = cmp::ParseRenames(*text, o.map_file);
     if (!renames) return ReportError(renames.error());
     options.match.renames = *renames;
   }
@@ -205,11 +229,22 @@ CommandMain Setup(CLI::App& app) {
                  "default 5000)");
   AddCommon(app, *o);
   o->ref_cmd = app.add_subcommand("ref", "compare one output tensor file with a reference");
-  o->ref_cmd->add_option("OUT", o->one_out, "output tensor (.npy, or a one-tensor .npz)")
+  o->ref_cmd
+      ->add_option("OUT", o->one_out,
+                   "output tensor: a .npy file, or a .npz or .safetensors file holding one tensor")
       ->required();
-  o->ref_cmd->add_option("REF", o->one_ref, "reference tensor, e.g. written by NumPy")->required();
+  o->ref_cmd
+      ->add_option("REF", o->one_ref,
+                   "reference tensor, in any of the same formats (e.g. written by NumPy)")
+      ->required();
   AddCommon(*o->ref_cmd, *o);
   return [o](const GlobalOptions& g) -> int {
+    for (const auto& [flag, value] : {std::pair{"--top", o->top}, {"--html-rows", o->html_rows}}) {
+      if (value < 0)
+        return ReportError(Error(
+            ErrorCode::kInvalidArgument,
+            std::string(flag) + " " + std::to_string(value) + ": expected a count >= 0 (0: all)"));
+    }
     if (o->ref_cmd->parsed()) return RunRef(*o, g);
     if (o->out.empty() || o->ref.empty())
       return ReportError(Error(ErrorCode::kInvalidArgument,

@@ -12,8 +12,10 @@
 //     EXPECT_NE(r.verdict, anxin::compare::Verdict::kFail) << r.Summary();
 //   }
 //
-//   // Same dtype on both sides, typed spans:
+//   // Same dtype on both sides, typed spans of equal length (else an error):
 //   auto r2 = anxin::compare::CompareSpans<float>(out_f32, ref_f32);
+//   ASSERT_TRUE(r2.has_value()) << r2.error().ToString();
+//   EXPECT_NE(r2->verdict, anxin::compare::Verdict::kFail) << r2->Summary();
 //
 // Metrics and verdict rules are those of `anxin compare` (metrics.h,
 // verdict.h); pass custom Thresholds to tighten them. Buffers are read in
@@ -22,12 +24,12 @@
 #ifndef ANXIN_COMPARE_API_H_
 #define ANXIN_COMPARE_API_H_
 
-#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "anxin/base/error.h"
 #include "anxin/compare/dtype.h"
 #include "anxin/compare/metrics.h"
 #include "anxin/compare/verdict.h"
@@ -88,13 +90,17 @@ constexpr DType DTypeOf<uint64_t>() {
 }
 
 // Typed spans of the same C++ type. For float16/bfloat16 bits held in
-// uint16_t, use CompareBuffers with the dtype.
-// REQUIRES: out.size() == ref.size().
+// uint16_t, use CompareBuffers with the dtype. Spans of different lengths
+// are an error (kInvalidArgument), never a comparison of the shorter prefix:
+// a kernel that wrote too few or too many elements must not pass.
 template <typename T>
-BufferComparison CompareSpans(std::span<const T> out, std::span<const T> ref,
-                              const Thresholds& thresholds = {}) {
-  return CompareBuffers(DTypeOf<T>(), out.data(), DTypeOf<T>(), ref.data(),
-                        std::min(out.size(), ref.size()), thresholds);
+Result<BufferComparison> CompareSpans(std::span<const T> out, std::span<const T> ref,
+                                      const Thresholds& thresholds = {}) {
+  if (out.size() != ref.size())
+    return InvalidArgument("CompareSpans: the output has " + std::to_string(out.size()) +
+                           " elements and the reference " + std::to_string(ref.size()) +
+                           "; compare spans of one length");
+  return CompareBuffers(DTypeOf<T>(), out.data(), DTypeOf<T>(), ref.data(), out.size(), thresholds);
 }
 
 }  // namespace anxin::compare

@@ -110,9 +110,97 @@ TEST(Thresholds, BadFilesSayWhereAndWhat) {
               HasCode(ErrorCode::kInvalidArgument, HasSubstr("unknown dtype 'float17'")));
   EXPECT_THAT(ThresholdRules::ParseYaml("ops: [{pass_cosine: 1}]\n", "t.yaml"),
               HasCode(ErrorCode::kInvalidArgument, HasSubstr("t.yaml:1:7: ops[0]: needs match")));
-  EXPECT_THAT(ThresholdRules::ParseYaml("default:\n  fail_cosine: -1\n", "t.yaml"),
+  EXPECT_THAT(ThresholdRules::ParseYaml("default:\n  fail_cosine: -2\n", "t.yaml"),
               HasCode(ErrorCode::kInvalidArgument,
-                      HasSubstr("t.yaml:2:16: default.fail_cosine: -1 must be a finite number")));
+                      HasSubstr("t.yaml:2:16: default.fail_cosine: -2 is out of range: "
+                                "fail_cosine must be in [-1, 1)")));
+}
+
+// Every kind of threshold has its range, checked wherever it is set (the
+// defaults, a dtype, an op rule, the statistics section); an error names
+// the file position, the key and the allowed range.
+TEST(Thresholds, ValuesOutsideTheirRangeAreErrors) {
+  struct Case {
+    const char* yaml;
+    const char* want;
+  } cases[] = {
+      // Cosine: [-1, 1). 1.5 made every identical pair a warning.
+      {"default: {pass_cosine: 1.5}\n",
+       "t.yaml:1:24: default.pass_cosine: 1.5 is out of range: pass_cosine must be in [-1, 1)"},
+      {"default: {pass_cosine: 1}\n", "pass_cosine: 1 is out of range"},
+      {"dtypes:\n  float16: {fail_cosine: -1.01}\n",
+       "t.yaml:2:26: dtypes.float16.fail_cosine: -1.01 is out of range: fail_cosine must be in "
+       "[-1, 1)"},
+      {"ops:\n  - {match: '*', fail_cosine: 1.2}\n",
+       "ops[0].fail_cosine: 1.2 is out of range: fail_cosine must be in [-1, 1)"},
+      // MaxAbsErr: finite and > 0.
+      {"default: {pass_max_abs_err: 0}\n",
+       "default.pass_max_abs_err: 0 is out of range: pass_max_abs_err must be a finite number > 0"},
+      {"default: {fail_max_abs_err: -3}\n",
+       "default.fail_max_abs_err: -3 is out of range: fail_max_abs_err must be a finite number > "
+       "0"},
+      {"ops:\n  - {match: '*', fail_max_abs_err: 0}\n",
+       "ops[0].fail_max_abs_err: 0 is out of range"},
+      // Statistics differences: [0, 2].
+      {"statistics: {pass_rel_diff: -0.1}\n",
+       "statistics.pass_rel_diff: -0.1 is out of range: pass_rel_diff must be in [0, 2]"},
+      {"statistics: {fail_rel_diff: 2.5}\n",
+       "statistics.fail_rel_diff: 2.5 is out of range: fail_rel_diff must be in [0, 2]"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.yaml);
+    EXPECT_THAT(ThresholdRules::ParseYaml(c.yaml, "t.yaml"),
+                HasCode(ErrorCode::kInvalidArgument, HasSubstr(c.want)));
+  }
+  // The ends of each range are allowed.
+  EXPECT_THAT(ThresholdRules::ParseYaml("default: {pass_cosine: 0.999999, fail_cosine: -1}\n"
+                                        "statistics: {pass_rel_diff: 0, fail_rel_diff: 2}\n",
+                                        "t.yaml"),
+              IsOk());
+}
+
+// A pass bound on the fail side of its fail bound is refused, for each pair
+// of bounds, also when the two come from different rules (a rule over the
+// built-in defaults, an op rule over a dtype rule). The error points at the
+// key of the most specific rule involved.
+TEST(Thresholds, PassAndFailBoundsMustNotCross) {
+  struct Case {
+    const char* yaml;
+    const char* want;
+  } cases[] = {
+      {"default: {pass_cosine: 0.5, fail_cosine: 0.9}\n",
+       "t.yaml:1:24: default.pass_cosine: 0.5 is below fail_cosine 0.9: pass needs cosine > "
+       "pass_cosine and fail is cosine <= fail_cosine, so pass_cosine must be >= fail_cosine"},
+      // fail_cosine 0.9 is the built-in default.
+      {"default: {pass_cosine: 0.5}\n", "default.pass_cosine: 0.5 is below fail_cosine 0.9"},
+      {"default: {pass_max_abs_err: 2, fail_max_abs_err: 0.5}\n",
+       "default.pass_max_abs_err: 2 is above fail_max_abs_err 0.5: pass needs MaxAbsErr < "
+       "pass_max_abs_err and fail is MaxAbsErr >= fail_max_abs_err, so pass_max_abs_err must "
+       "be <= fail_max_abs_err"},
+      {"dtypes:\n  bfloat16: {fail_max_abs_err: 0.0005}\n",
+       "t.yaml:2:32: dtypes.bfloat16.fail_max_abs_err: 0.0005 is below pass_max_abs_err 0.001"},
+      {"statistics: {pass_rel_diff: 0.6}\n",
+       "statistics.pass_rel_diff: 0.6 is above fail_rel_diff 0.5: pass needs every statistics "
+       "difference <= pass_rel_diff and fail is one > fail_rel_diff, so pass_rel_diff must be "
+       "<= fail_rel_diff"},
+      {"ops:\n  - {match: '*softmax*', fail_cosine: 0.995}\n",
+       "t.yaml:2:39: ops[0].fail_cosine: 0.995 is above pass_cosine 0.99"},
+      {"dtypes:\n  bfloat16: {pass_cosine: 0.95, fail_cosine: 0.8}\n"
+       "ops:\n  - {match: '*softmax*', fail_cosine: 0.97}\n",
+       "ops[0].fail_cosine: 0.97 is above pass_cosine 0.95 (with dtypes.bfloat16)"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.yaml);
+    EXPECT_THAT(ThresholdRules::ParseYaml(c.yaml, "t.yaml"),
+                HasCode(ErrorCode::kInvalidArgument, HasSubstr(c.want)));
+  }
+  // Equal bounds leave no warning band, which is allowed; so is a rule that
+  // moves both bounds of a pair together.
+  EXPECT_THAT(ThresholdRules::ParseYaml("default: {pass_cosine: 0.9, fail_cosine: 0.9}\n"
+                                        "ops:\n  - {match: '*', pass_cosine: 0.5, "
+                                        "fail_cosine: 0.4}\n",
+                                        "t.yaml"),
+              IsOk());
 }
 
 // The `compare:` section of the global configuration file, as the program
@@ -548,6 +636,53 @@ TEST_F(MsprobeTensors, ReportsRenderEveryPair) {
   EXPECT_THAT(table, HasSubstr("more pairs"));
 }
 
+// The table's columns line up on every row whatever the width of a value:
+// the drifting float32 pairs have ULP errors of 7.93317e+07, wider than the
+// MAX_ULP heading, and the renamed layer's dtypes differ in no way from the
+// rest. Each column starts where its heading starts, after a blank, and no
+// line ends in blanks.
+TEST_F(MsprobeTensors, TableColumnsLineUpWhateverTheirWidth) {
+  auto npu = LoadDump(*dir_ / "npu", {});
+  auto gpu = LoadDump(*dir_ / "gpu", {});
+  ASSERT_THAT(npu, IsOk());
+  ASSERT_THAT(gpu, IsOk());
+  CompareOptions opts;
+  opts.match.renames = *LoadRenames(*dir_ / "map.yaml");
+  CompareReport r = CompareDumps(*npu, *gpu, opts);
+  char* buf = nullptr;
+  size_t len = 0;
+  FILE* f = open_memstream(&buf, &len);
+  PrintTable(r, f, 0);
+  std::fclose(f);
+  std::string table(buf, len);
+  std::free(buf);
+  ASSERT_THAT(table, HasSubstr("7.93317e+07"));
+  std::vector<std::string> lines;
+  for (size_t at = 0, nl; (nl = table.find('\n', at)) != std::string::npos; at = nl + 1)
+    lines.push_back(table.substr(at, nl - at));
+  ASSERT_GT(lines.size(), r.pairs.size());
+  const std::string& head = lines[0];
+  std::vector<size_t> starts;
+  for (const char* col :
+       {"NAME", "DTYPE", "COSINE", "MAX_ABS", "MAX_REL", "1/1000", "MAX_ULP", "WHY"}) {
+    size_t at = head.find(std::string(" ") + col);
+    ASSERT_NE(at, std::string::npos) << col;
+    starts.push_back(at + 1);
+  }
+  for (size_t i = 0; i <= r.pairs.size(); ++i) {
+    const std::string& line = lines[i];
+    SCOPED_TRACE(line);
+    EXPECT_NE(line.back(), ' ');
+    for (size_t k = 0; k < starts.size(); ++k) {
+      // WHY is empty for a passing pair.
+      if (k + 1 == starts.size() && line.size() <= starts[k]) continue;
+      ASSERT_GT(line.size(), starts[k]);
+      EXPECT_EQ(line[starts[k] - 1], ' ') << "column " << k + 1;
+      EXPECT_NE(line[starts[k]], ' ') << "column " << k + 1;
+    }
+  }
+}
+
 // Many pairs: the HTML page keeps the worst kHtmlRows in its table, in
 // execution order, and draws at most 4000 chart points, so it stays a few MB.
 TEST(Html, LargeReportsKeepTheWorstRowsAndABoundedChart) {
@@ -600,7 +735,8 @@ TEST_F(MsprobeTensors, StreamedJsonIsTheSameText) {
   auto gpu = LoadDump(*dir_ / "gpu", {});
   ASSERT_THAT(npu, IsOk());
   ASSERT_THAT(gpu, IsOk());
-  const std::string stats_dir = std::string(ANXIN_SOURCE_DIR) + "/tests/fixtures/msprobe/gpu_dump/step";
+  const std::string stats_dir =
+      std::string(ANXIN_SOURCE_DIR) + "/tests/fixtures/msprobe/gpu_dump/step";
   auto s0 = LoadDump(stats_dir + "0/proc2016", {});
   auto s1 = LoadDump(stats_dir + "1/proc2016", {});
   ASSERT_THAT(s0, IsOk());

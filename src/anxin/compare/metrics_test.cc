@@ -6,6 +6,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -21,6 +22,7 @@
 namespace anxin::compare {
 namespace {
 
+using ::anxin::testing::HasCode;
 using ::anxin::testing::IsOk;
 using nlohmann::json;
 
@@ -63,50 +65,55 @@ class MetricsVsNumpy : public ::testing::Test {
 testing::ScratchDir* MetricsVsNumpy::dir_ = nullptr;
 json* MetricsVsNumpy::expected_ = nullptr;
 
+// Every metric of m against NumPy's numbers e for the same case.
+void ExpectAgreesWithNumpy(const Metrics& m, const json& e) {
+  EXPECT_EQ(m.elements, e["elements"].get<uint64_t>());
+  EXPECT_EQ(m.finite_pairs, e["finite_pairs"].get<uint64_t>());
+  EXPECT_EQ(m.nan_mismatch, e["nan_mismatch"].get<uint64_t>());
+  EXPECT_EQ(m.inf_mismatch, e["inf_mismatch"].get<uint64_t>());
+  EXPECT_EQ(m.allclose_violations, e["allclose_violations"].get<uint64_t>());
+  EXPECT_TRUE(Near("cosine", m.cosine, Value(e["cosine"]), Value(e["cosine_scale"])));
+  EXPECT_TRUE(Near("max_abs_err", m.max_abs_err, Value(e["max_abs_err"])));
+  EXPECT_TRUE(Near("max_rel_err", m.max_rel_err, Value(e["max_rel_err"])));
+  EXPECT_TRUE(Near("mean_abs_err", m.mean_abs_err, Value(e["mean_abs_err"])));
+  EXPECT_TRUE(Near("mean_rel_err", m.mean_rel_err, Value(e["mean_rel_err"])));
+  EXPECT_TRUE(Near("rmse", m.rmse, Value(e["rmse"])));
+  EXPECT_TRUE(Near("euclidean_distance", m.euclidean_distance, Value(e["euclidean_distance"])));
+  EXPECT_TRUE(
+      Near("one_thousandth_ratio", m.one_thousandth_ratio, Value(e["one_thousandth_ratio"])));
+  EXPECT_TRUE(
+      Near("five_thousandth_ratio", m.five_thousandth_ratio, Value(e["five_thousandth_ratio"])));
+  if (e["max_ulp_err"].is_null()) {
+    EXPECT_FALSE(m.max_ulp_err.has_value());
+  } else {
+    ASSERT_TRUE(m.max_ulp_err.has_value());
+    EXPECT_TRUE(Near("max_ulp_err", *m.max_ulp_err, Value(e["max_ulp_err"])));
+    EXPECT_TRUE(
+        Near("ulp_above_one_ratio", *m.ulp_above_one_ratio, Value(e["ulp_above_one_ratio"])));
+  }
+  EXPECT_TRUE(Near("required_atol", m.required_atol, Value(e["required_atol"])));
+  EXPECT_TRUE(Near("required_rtol", m.required_rtol, Value(e["required_rtol"])));
+  EXPECT_TRUE(Near("out_max", m.out_max, Value(e["out_max"])));
+  EXPECT_TRUE(Near("out_min", m.out_min, Value(e["out_min"])));
+  EXPECT_TRUE(Near("out_mean", m.out_mean, Value(e["out_mean"]), Value(e["out_mean_scale"])));
+  EXPECT_TRUE(Near("out_norm", m.out_norm, Value(e["out_norm"])));
+  EXPECT_TRUE(Near("ref_max", m.ref_max, Value(e["ref_max"])));
+  EXPECT_TRUE(Near("ref_min", m.ref_min, Value(e["ref_min"])));
+  EXPECT_TRUE(Near("ref_mean", m.ref_mean, Value(e["ref_mean"]), Value(e["ref_mean_scale"])));
+  EXPECT_TRUE(Near("ref_norm", m.ref_norm, Value(e["ref_norm"])));
+}
+
+// The whole pipeline (fused decoding, chunks, threads) on the path this CPU
+// picks; each path is held to NumPy on its own below (KernelPathTest).
 TEST_F(MetricsVsNumpy, EveryMetricEveryCase) {
   ASSERT_GE(expected_->size(), 25u);
   for (auto it = expected_->begin(); it != expected_->end(); ++it) {
     SCOPED_TRACE(it.key());
-    const json& e = it.value();
     auto out = ReadNpyFile(*dir_ / (it.key() + ".out.npy"), {});
     auto ref = ReadNpyFile(*dir_ / (it.key() + ".ref.npy"), {});
     ASSERT_THAT(out, IsOk());
     ASSERT_THAT(ref, IsOk());
-    Metrics m = ComputePairMetrics(*out, *ref, 1);
-    EXPECT_EQ(m.elements, e["elements"].get<uint64_t>());
-    EXPECT_EQ(m.finite_pairs, e["finite_pairs"].get<uint64_t>());
-    EXPECT_EQ(m.nan_mismatch, e["nan_mismatch"].get<uint64_t>());
-    EXPECT_EQ(m.inf_mismatch, e["inf_mismatch"].get<uint64_t>());
-    EXPECT_EQ(m.allclose_violations, e["allclose_violations"].get<uint64_t>());
-    EXPECT_TRUE(Near("cosine", m.cosine, Value(e["cosine"]), Value(e["cosine_scale"])));
-    EXPECT_TRUE(Near("max_abs_err", m.max_abs_err, Value(e["max_abs_err"])));
-    EXPECT_TRUE(Near("max_rel_err", m.max_rel_err, Value(e["max_rel_err"])));
-    EXPECT_TRUE(Near("mean_abs_err", m.mean_abs_err, Value(e["mean_abs_err"])));
-    EXPECT_TRUE(Near("mean_rel_err", m.mean_rel_err, Value(e["mean_rel_err"])));
-    EXPECT_TRUE(Near("rmse", m.rmse, Value(e["rmse"])));
-    EXPECT_TRUE(Near("euclidean_distance", m.euclidean_distance, Value(e["euclidean_distance"])));
-    EXPECT_TRUE(
-        Near("one_thousandth_ratio", m.one_thousandth_ratio, Value(e["one_thousandth_ratio"])));
-    EXPECT_TRUE(
-        Near("five_thousandth_ratio", m.five_thousandth_ratio, Value(e["five_thousandth_ratio"])));
-    if (e["max_ulp_err"].is_null()) {
-      EXPECT_FALSE(m.max_ulp_err.has_value());
-    } else {
-      ASSERT_TRUE(m.max_ulp_err.has_value());
-      EXPECT_TRUE(Near("max_ulp_err", *m.max_ulp_err, Value(e["max_ulp_err"])));
-      EXPECT_TRUE(
-          Near("ulp_above_one_ratio", *m.ulp_above_one_ratio, Value(e["ulp_above_one_ratio"])));
-    }
-    EXPECT_TRUE(Near("required_atol", m.required_atol, Value(e["required_atol"])));
-    EXPECT_TRUE(Near("required_rtol", m.required_rtol, Value(e["required_rtol"])));
-    EXPECT_TRUE(Near("out_max", m.out_max, Value(e["out_max"])));
-    EXPECT_TRUE(Near("out_min", m.out_min, Value(e["out_min"])));
-    EXPECT_TRUE(Near("out_mean", m.out_mean, Value(e["out_mean"]), Value(e["out_mean_scale"])));
-    EXPECT_TRUE(Near("out_norm", m.out_norm, Value(e["out_norm"])));
-    EXPECT_TRUE(Near("ref_max", m.ref_max, Value(e["ref_max"])));
-    EXPECT_TRUE(Near("ref_min", m.ref_min, Value(e["ref_min"])));
-    EXPECT_TRUE(Near("ref_mean", m.ref_mean, Value(e["ref_mean"]), Value(e["ref_mean_scale"])));
-    EXPECT_TRUE(Near("ref_norm", m.ref_norm, Value(e["ref_norm"])));
+    ExpectAgreesWithNumpy(ComputePairMetrics(*out, *ref, 1), it.value());
   }
 }
 
@@ -150,16 +157,15 @@ TEST_F(MetricsVsNumpy, EveryMetricEveryCase) {
   return ::testing::AssertionFailure() << diffs;
 }
 
-// Every kernel path this CPU has, forced in turn on every NumPy case, gives
-// the same bits as the automatic choice (which the test above holds to NumPy).
-TEST_F(MetricsVsNumpy, EveryKernelPathGivesTheSameBits) {
-  const auto paths = AvailableKernelPaths();
-  ASSERT_GE(paths.size(), 1u);
-  ASSERT_EQ(paths.front(), KernelPath::kBaseline);
-  for (auto it = expected_->begin(); it != expected_->end(); ++it) {
+// One instruction-set path of the kernel, forced, on every NumPy case: it
+// agrees with NumPy and gives the same bits as the whole pipeline on the
+// path this CPU picks.
+void NumpyCasesOnPath(KernelPath path, const testing::ScratchDir& dir, const json& expected) {
+  ASSERT_GE(expected.size(), 25u);
+  for (auto it = expected.begin(); it != expected.end(); ++it) {
     SCOPED_TRACE(it.key());
-    auto out = ReadNpyFile(*dir_ / (it.key() + ".out.npy"), {});
-    auto ref = ReadNpyFile(*dir_ / (it.key() + ".ref.npy"), {});
+    auto out = ReadNpyFile(dir / (it.key() + ".out.npy"), {});
+    auto ref = ReadNpyFile(dir / (it.key() + ".ref.npy"), {});
     ASSERT_THAT(out, IsOk());
     ASSERT_THAT(ref, IsOk());
     const Metrics want = ComputePairMetrics(*out, *ref, 1);
@@ -176,23 +182,23 @@ TEST_F(MetricsVsNumpy, EveryKernelPathGivesTheSameBits) {
         }
       }
     }
-    for (KernelPath path : paths) {
-      SCOPED_TRACE(KernelPathName(path));
-      MetricParams p = MetricParams::For(*out->dtype, *ref->dtype);
-      p.path = path;
-      MetricAccumulator acc;
-      acc.Add(p, a.data(), b.data(), n);
-      EXPECT_TRUE(SameBits(acc.Finish(p), want));
-    }
+    MetricParams p = MetricParams::For(*out->dtype, *ref->dtype);
+    p.path = path;
+    MetricAccumulator acc;
+    acc.Add(p, a.data(), b.data(), n);
+    const Metrics got = acc.Finish(p);
+    ExpectAgreesWithNumpy(got, it.value());
+    EXPECT_TRUE(SameBits(got, want));
   }
 }
 
 // Raw bit patterns of each decoded format: every half and bfloat16 value
 // (NaN, Inf, subnormals included), random float32 bits and float64 values
-// around the extremes. Each (out, ref) format pair, on every path, fused
+// around the extremes. Each (out, ref) format pair, on the path, fused
 // decoding gives the same bits as ConvertToDouble followed by the float64
-// kernel; odd lengths exercise the padded tail.
-TEST(KernelPaths, FusedDecodingMatchesFloat64OnEveryPath) {
+// kernel, and both the same bits as the baseline path; odd lengths exercise
+// the padded tail.
+void FusedDecodingOnPath(KernelPath path) {
   constexpr size_t kN = 65536 + 5;
   std::mt19937_64 rng(7);
   auto bytes_of = [&](DType dt, int side) {
@@ -251,22 +257,19 @@ TEST(KernelPaths, FusedDecodingMatchesFloat64OnEveryPath) {
         EXPECT_GT(want.nan_mismatch, 0u);
         EXPECT_GT(want.inf_mismatch, 0u);
       }
-      for (KernelPath path : AvailableKernelPaths()) {
-        SCOPED_TRACE(KernelPathName(path));
-        p.path = path;
-        MetricAccumulator f64, fused;
-        f64.Add(p, a.data(), b.data(), kN);
-        fused.Add(p, dto, o.data(), dtr, r.data(), kN);
-        EXPECT_TRUE(SameBits(f64.Finish(p), want));
-        EXPECT_TRUE(SameBits(fused.Finish(p), want));
-      }
+      p.path = path;
+      MetricAccumulator f64, fused;
+      f64.Add(p, a.data(), b.data(), kN);
+      fused.Add(p, dto, o.data(), dtr, r.data(), kN);
+      EXPECT_TRUE(SameBits(f64.Finish(p), want));
+      EXPECT_TRUE(SameBits(fused.Finish(p), want));
     }
   }
 }
 
 // The ULP scale is built from exponent bits; check it at the edges of the
 // float64 range against the definition, |N-B| / 2^eb * 2^mant.
-TEST(KernelPaths, UlpAtTheEdgesOfFloat64) {
+void UlpEdgesOnPath(KernelPath path) {
   const double huge = std::ldexp(1.5, 1023), tiny = std::ldexp(3.0, -1070);
   struct Case {
     double out, ref, want;
@@ -279,15 +282,13 @@ TEST(KernelPaths, UlpAtTheEdgesOfFloat64) {
       {std::ldexp(1.0, -1074), 0.0,
        std::ldexp(std::ldexp(1.0, -1074) / std::ldexp(1.0, -1022), 52)},
   };
-  for (KernelPath path : AvailableKernelPaths()) {
-    for (const Case& c : cases) {
-      SCOPED_TRACE(fmt::format("{}: {} vs {}", KernelPathName(path), c.out, c.ref));
-      MetricParams p = MetricParams::For(DType::kFloat64, DType::kFloat64);
-      p.path = path;
-      MetricAccumulator acc;
-      acc.Add(p, &c.out, &c.ref, 1);
-      EXPECT_EQ(*acc.Finish(p).max_ulp_err, c.want);
-    }
+  for (const Case& c : cases) {
+    SCOPED_TRACE(fmt::format("{} vs {}", c.out, c.ref));
+    MetricParams p = MetricParams::For(DType::kFloat64, DType::kFloat64);
+    p.path = path;
+    MetricAccumulator acc;
+    acc.Add(p, &c.out, &c.ref, 1);
+    EXPECT_EQ(*acc.Finish(p).max_ulp_err, c.want);
   }
 }
 
@@ -297,10 +298,10 @@ TEST(KernelPaths, UlpAtTheEdgesOfFloat64) {
 // subnormal references, exact ties with the thresholds, and blocks whose
 // largest errors sit exactly on a threshold; in an order that
 // takes the kernel through each of its modes and count deferrals. Every
-// block through the general mode gives the same bits, on every path, for
+// block through the general mode gives the same bits, on the path, for
 // float64 data and for each fused format; the kernel's own statistics show
 // that each mode ran.
-TEST(KernelPaths, ModeChoiceNeverChangesAResult) {
+void ModeChoiceOnPath(KernelPath path) {
   constexpr size_t kBlock = 2048;  // the kernel's block
   const int kKinds[] = {0, 0, 1, 0, 3, 3, 0, 4, 0, 2, 2, 0,  5,  0,  6,  7, 0,  1, 1,  3,  0, 7,
                         2, 0, 4, 4, 0, 8, 8, 0, 9, 9, 0, 10, 11, 10, 11, 8, 11, 9, 11, 12, 0};
@@ -404,29 +405,64 @@ TEST(KernelPaths, ModeChoiceNeverChangesAResult) {
     for (DType dtr : kTypes) {
       const auto o = bytes(dto, a), r = bytes(dtr, b);
       for (bool wide_ulp : {false, true}) {
-        for (KernelPath path : AvailableKernelPaths()) {
-          SCOPED_TRACE(fmt::format("{} vs {}, {}{}", DTypeName(dto), DTypeName(dtr),
-                                   KernelPathName(path), wide_ulp ? ", float64 ULP" : ""));
-          MetricParams p = MetricParams::For(dto, dtr);
-          if (wide_ulp) p.ulp_mantissa_bits = 52, p.ulp_min_exponent = -1022;
-          p.path = path;
-          MetricAccumulator adaptive, general;
-          adaptive.Add(p, dto, o.data(), dtr, r.data(), n);
-          p.general_mode_only = true;
-          general.Add(p, dto, o.data(), dtr, r.data(), n);
-          EXPECT_TRUE(SameBits(adaptive.Finish(p), general.Finish(p)));
-          const KernelStats st = adaptive.Stats();
-          EXPECT_GT(st.fast_blocks, 0u);
-          EXPECT_GT(st.zeros_blocks, 0u);
-          EXPECT_GT(st.general_blocks, 0u);
-          EXPECT_GT(st.retries, 0u);
-          EXPECT_GT(st.recounted_blocks, 0u);
-          EXPECT_EQ(general.Stats().fast_blocks + general.Stats().zeros_blocks, 0u);
-        }
+        SCOPED_TRACE(fmt::format("{} vs {}{}", DTypeName(dto), DTypeName(dtr),
+                                 wide_ulp ? ", float64 ULP" : ""));
+        MetricParams p = MetricParams::For(dto, dtr);
+        if (wide_ulp) p.ulp_mantissa_bits = 52, p.ulp_min_exponent = -1022;
+        p.path = path;
+        MetricAccumulator adaptive, general;
+        adaptive.Add(p, dto, o.data(), dtr, r.data(), n);
+        p.general_mode_only = true;
+        general.Add(p, dto, o.data(), dtr, r.data(), n);
+        EXPECT_TRUE(SameBits(adaptive.Finish(p), general.Finish(p)));
+        const KernelStats st = adaptive.Stats();
+        EXPECT_GT(st.fast_blocks, 0u);
+        EXPECT_GT(st.zeros_blocks, 0u);
+        EXPECT_GT(st.general_blocks, 0u);
+        EXPECT_GT(st.retries, 0u);
+        EXPECT_GT(st.recounted_blocks, 0u);
+        EXPECT_EQ(general.Stats().fast_blocks + general.Stats().zeros_blocks, 0u);
       }
     }
   }
 }
+
+// One case per instruction-set path of the kernel. Each is its own ctest
+// entry (compare_metrics_test.baseline, .avx2, .avx512; CMakeLists.txt), in
+// the sanitized and in the optimised build, and one this CPU cannot run is
+// skipped and reported so, by name: forcing it would silently run another.
+class KernelPathTest : public MetricsVsNumpy, public ::testing::WithParamInterface<KernelPath> {};
+
+TEST_P(KernelPathTest, AgreesWithNumpyAndEveryOtherPath) {
+  const KernelPath path = GetParam();
+  const std::vector<KernelPath> have = AvailableKernelPaths();
+  ASSERT_EQ(have.front(), KernelPath::kBaseline);
+  if (std::find(have.begin(), have.end(), path) == have.end())
+    GTEST_SKIP() << "this CPU cannot run the " << KernelPathName(path) << " kernel";
+  {
+    SCOPED_TRACE("NumPy cases");
+    NumpyCasesOnPath(path, *dir_, *expected_);
+  }
+  {
+    SCOPED_TRACE("fused decoding");
+    FusedDecodingOnPath(path);
+  }
+  {
+    SCOPED_TRACE("ULP at the edges of float64");
+    UlpEdgesOnPath(path);
+  }
+  {
+    SCOPED_TRACE("mode choice");
+    ModeChoiceOnPath(path);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Isa, KernelPathTest,
+                         ::testing::Values(KernelPath::kBaseline, KernelPath::kAvx2,
+                                           KernelPath::kAvx512),
+                         [](const ::testing::TestParamInfo<KernelPath>& info) {
+                           return std::string(KernelPathName(info.param));
+                         });
 
 TEST_F(MetricsVsNumpy, ThreadCountDoesNotChangeTheNumbers) {
   auto out = ReadNpyFile(*dir_ / "f32_noise.out.npy", {});
@@ -469,16 +505,36 @@ TEST(CompareBuffers, KernelAuthorApiGivesVerdicts) {
     bad[i] = ref[i] + (i == 100 ? 2.0f : 0.0f);
   }
   auto ok = CompareSpans<float>(good, ref);
-  EXPECT_EQ(ok.verdict, Verdict::kPass) << ok.Summary();
+  ASSERT_THAT(ok, IsOk());
+  EXPECT_EQ(ok->verdict, Verdict::kPass) << ok->Summary();
   auto fail = CompareSpans<float>(bad, ref);
-  EXPECT_EQ(fail.verdict, Verdict::kFail) << fail.Summary();
-  EXPECT_THAT(fail.Summary(), ::testing::HasSubstr("MaxAbsErr 2 >= 1"));
+  ASSERT_THAT(fail, IsOk());
+  EXPECT_EQ(fail->verdict, Verdict::kFail) << fail->Summary();
+  EXPECT_THAT(fail->Summary(), ::testing::HasSubstr("MaxAbsErr 2 >= 1"));
   // bfloat16 bits against float32: 1.0 is 0x3f80.
   std::vector<uint16_t> bf(4, 0x3f80);
   std::vector<float> one(4, 1.0f);
   auto r = CompareBuffers(DType::kBFloat16, bf.data(), DType::kFloat32, one.data(), 4);
   EXPECT_EQ(r.verdict, Verdict::kPass);
   EXPECT_EQ(*r.metrics.max_ulp_err, 0.0);
+}
+
+// A kernel that wrote too few (or too many) elements must not pass on the
+// prefix that happens to match: spans of different lengths are an error.
+TEST(CompareBuffers, SpansOfDifferentLengthsAreAnError) {
+  std::vector<float> ref(4096, 1.0f);
+  std::vector<float> shorter(ref.begin(), ref.begin() + 4000);
+  std::vector<float> longer(4097, 1.0f);
+  EXPECT_THAT(CompareSpans<float>(shorter, ref),
+              HasCode(ErrorCode::kInvalidArgument,
+                      ::testing::HasSubstr("the output has 4000 elements and the reference 4096")));
+  EXPECT_THAT(CompareSpans<float>(longer, ref),
+              HasCode(ErrorCode::kInvalidArgument,
+                      ::testing::HasSubstr("the output has 4097 elements and the reference 4096")));
+  std::vector<double> empty;
+  auto none = CompareSpans<double>(empty, empty);
+  ASSERT_THAT(none, IsOk());
+  EXPECT_EQ(none->metrics.elements, 0u);
 }
 
 TEST(DType, DecodesKnownValues) {

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <functional>
 
@@ -335,30 +337,45 @@ void WriteJson(const CompareReport& r, std::FILE* f) {
 void PrintTable(const CompareReport& r, std::FILE* f, size_t limit) {
   std::vector<size_t> order = r.WorstFirst();
   if (limit && order.size() > limit) order.resize(limit);
-  size_t wname = 4;
-  for (size_t i : order) wname = std::max(wname, std::min<size_t>(r.pairs[i].name.size(), 60));
-  std::fprintf(f, "%-7s %-*s %-17s %-12s %-12s %-12s %-9s %-9s %s\n", "VERDICT",
-               static_cast<int>(wname), "NAME", "DTYPE", "COSINE", "MAX_ABS", "MAX_REL", "1/1000",
-               "MAX_ULP", "WHY");
+  // Every column but the last (WHY) is as wide as its widest cell, so a
+  // long value (a ULP error of 7.93317e+07, a dtype pair) moves the columns
+  // after it on every row alike instead of pushing its own row out of line.
+  using Row = std::array<std::string, 9>;
+  std::vector<Row> rows;
+  rows.reserve(order.size() + 1);
+  rows.push_back(
+      {"VERDICT", "NAME", "DTYPE", "COSINE", "MAX_ABS", "MAX_REL", "1/1000", "MAX_ULP", "WHY"});
   for (size_t i : order) {
     const PairResult& p = r.pairs[i];
-    std::string name = p.name.size() > 60 ? "..." + p.name.substr(p.name.size() - 57) : p.name;
-    std::string cos = "-", mabs = "-", mrel = "-", r3 = "-", ulp = "-";
+    Row& row = rows.emplace_back();
+    row[0] = VerdictName(p.verdict);
+    row[1] = p.name.size() > 60 ? "..." + p.name.substr(p.name.size() - 57) : p.name;
+    row[2] = Dtypes(p);
+    for (size_t c = 3; c < 8; ++c) row[c] = "-";
     if (p.metrics) {
-      cos = Short(p.metrics->cosine);
-      mabs = Short(p.metrics->max_abs_err);
-      mrel = Short(p.metrics->max_rel_err);
-      r3 = fmt::format("{:.4f}", p.metrics->one_thousandth_ratio);
-      if (p.metrics->max_ulp_err) ulp = Short(*p.metrics->max_ulp_err);
+      row[3] = Short(p.metrics->cosine);
+      row[4] = Short(p.metrics->max_abs_err);
+      row[5] = Short(p.metrics->max_rel_err);
+      row[6] = fmt::format("{:.4f}", p.metrics->one_thousandth_ratio);
+      if (p.metrics->max_ulp_err) row[7] = Short(*p.metrics->max_ulp_err);
     } else if (p.stat_diffs) {
-      mrel = "stat " + Short(p.stat_diffs->Worst());
+      row[5] = "stat " + Short(p.stat_diffs->Worst());
     }
-    std::string why;
-    for (size_t k = 0; k < p.reasons.size(); ++k) why += (k ? "; " : "") + p.reasons[k];
-    std::fprintf(f, "%-7s %-*s %-17s %-12s %-12s %-12s %-9s %-9s %s\n",
-                 std::string(VerdictName(p.verdict)).c_str(), static_cast<int>(wname), name.c_str(),
-                 Dtypes(p).c_str(), cos.c_str(), mabs.c_str(), mrel.c_str(), r3.c_str(),
-                 ulp.c_str(), why.c_str());
+    for (size_t k = 0; k < p.reasons.size(); ++k) row[8] += (k ? "; " : "") + p.reasons[k];
+  }
+  std::array<size_t, 9> width{};
+  for (const Row& row : rows)
+    for (size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], row[c].size());
+  std::string line;
+  for (const Row& row : rows) {
+    line.clear();
+    for (size_t c = 0; c < row.size(); ++c) {
+      line += row[c];
+      if (c + 1 < row.size()) line.append(width[c] - row[c].size() + 1, ' ');
+    }
+    line.erase(line.find_last_not_of(' ') + 1);  // no trailing blanks when WHY is empty
+    line += '\n';
+    std::fwrite(line.data(), 1, line.size(), f);
   }
   if (order.size() < r.pairs.size())
     std::fprintf(f, "... %zu more pairs (--top 0 shows all)\n", r.pairs.size() - order.size());
@@ -391,9 +408,9 @@ void PrintTable(const CompareReport& r, std::FILE* f, size_t limit) {
   std::fprintf(f,
                "%zu pair%s: %zu pass, %zu warn, %zu fail; %zu + %zu unmatched; "
                "%.3f GB in %.3f s (%.2f GB/s, %u thread%s)\n",
-               r.pairs.size(), r.pairs.size() == 1 ? "" : "s", r.pass, r.warn, r.fail, r.unmatched_out.size(),
-               r.unmatched_ref.size(), r.bytes_compared / 1e9, r.seconds, gbs, r.threads,
-               r.threads == 1 ? "" : "s");
+               r.pairs.size(), r.pairs.size() == 1 ? "" : "s", r.pass, r.warn, r.fail,
+               r.unmatched_out.size(), r.unmatched_ref.size(), r.bytes_compared / 1e9, r.seconds,
+               gbs, r.threads, r.threads == 1 ? "" : "s");
 }
 
 Status WriteCsv(const CompareReport& r, const std::function<Status(std::string_view)>& write) {
