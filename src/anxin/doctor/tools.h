@@ -10,7 +10,10 @@
 //   hccn_tool/N.pfc.txt        hccn_tool -i N -pfc -g
 //   hccn_tool/N.dscp_to_tc.txt hccn_tool -i N -dscp_to_tc -g
 //   npu-smi/info.txt           npu-smi info
-// A tool that is not installed (or not captured) is kNotFound.
+// A tool that is not installed (or not captured) is kNotFound; live tools run
+// through process_runner.h's RunTool (a non-zero exit is kUnavailable with the
+// tool's message, a timeout kDeadlineExceeded). Vendor directories such as
+// /usr/local/Ascend/driver/tools are searched after PATH.
 #ifndef ANXIN_DOCTOR_TOOLS_H_
 #define ANXIN_DOCTOR_TOOLS_H_
 
