@@ -3,11 +3,13 @@
 // stopping irqbalance and writing /proc/irq/N/smp_affinity_list; nothing here
 // ever talks to a switch or changes QoS or sysctls.
 //
+//   CollectOptions co;                                     // the live root "/"
+//   auto tools = MakeToolSource(host::HostRoot(co.root), /*timeout_s=*/5);
+//   ANXIN_ASSIGN_OR_RETURN(std::vector<const Check*> checks, BuiltinChecks().Select("irq"));
 //   Report report = RunChecks(CollectFacts(co, *tools), checks);
-//   FixRun run = RunFix(report, {.collect = co, .tools = tools.get(), .checks = checks,
-//                                .apply = false});
-//   std::cout << RenderFixRun(run);                       // the exact commands
-//   int exit = run.worst == Severity::kFail ? 1 : 0;
+//   FixRun run = RunFix(report, {.collect = co, .tools = tools.get(), .checks = checks});
+//   std::cout << RenderFixRun(run);                        // a dry run: the exact commands
+//   int exit_code = run.worst == Severity::kFail ? 1 : 0;
 //
 // File writes go under the root prefix (so a test applies them to a copy of
 // a fixture tree); commands (systemctl) run only on the live root "/",

@@ -6,7 +6,7 @@
 // a tool's non-zero exit is an error carrying its message.
 //
 //   ANXIN_ASSIGN_OR_RETURN(CommandOutput out, RunProcess({"ssh", "--", "h", "anxin"}, 30));
-//   if (out.exit_code != 0) ...                      // ssh's 255, the remote's 1
+//   bool answered = out.exit_code == 0 || out.exit_code == 1;  // not ssh's 255
 //   ANXIN_ASSIGN_OR_RETURN(std::string text,
 //                          RunTool(RunProcess, {"mlnx_qos", "-i", "eth2"}, 5));
 //

@@ -2,6 +2,8 @@
 // HostFacts; the registry adds the check's id, why-it-matters and fix text to
 // what it returns.
 //
+//   auto tools = MakeToolSource(host::HostRoot("/"), /*timeout_s=*/5);
+//   HostFacts facts = CollectFacts(CollectOptions{}, *tools);
 //   const CheckRegistry& r = BuiltinChecks();
 //   for (const Check& c : r.checks()) Finding f = r.Run(c, facts);
 //   const Check* c = r.Find("irq.irqbalance");
