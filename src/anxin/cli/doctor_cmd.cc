@@ -1,15 +1,13 @@
 // `anxin doctor`: host and fabric preflight (src/anxin/doctor, docs/doctor.md).
 #include <cstdio>
-#include <fstream>
+#include <cstdlib>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "anxin/base/file.h"
 #include "anxin/cli/command.h"
 #include "anxin/doctor/facts.h"
 #include "anxin/doctor/fix.h"
 #include "anxin/doctor/multi_host.h"
-#include "anxin/doctor/process_runner.h"
 #include "anxin/doctor/registry.h"
 #include "anxin/doctor/report.h"
 #include "anxin/doctor/tools.h"
@@ -19,6 +17,7 @@ namespace {
 
 struct Opts {
   std::string root = "/";
+  std::string root_source = "--root";  // or ANXIN_DOCTOR_ROOT, for messages
   std::string only;
   bool fix = false;
   bool dry_run = false;
@@ -84,64 +83,32 @@ int RunLocal(const Opts& o, const GlobalOptions& g) {
   if (o.nodes > 0) co.job_nodes = o.nodes;
   host::HostRoot root(o.root);
   if (!root.Exists("/proc") && !root.Exists("/sys")) {
-    return ReportError(
-        Error(ErrorCode::kNotFound, "--root " + o.root +
-                                        ": neither proc/ nor sys/ under it; point it "
-                                        "at a captured host tree"));
+    return ReportError(Error(ErrorCode::kNotFound,
+                             o.root_source + (o.root_source == "--root" ? " " : "=") + o.root +
+                                 ": neither proc/ nor sys/ under it; point it at a captured host "
+                                 "tree"));
   }
   auto tools = doctor::MakeToolSource(root, o.tool_timeout);
-  doctor::HostFacts facts = doctor::CollectFacts(co, *tools);
-  doctor::Report report = doctor::RunChecks(facts, *checks);
+  doctor::Report report = doctor::RunChecks(doctor::CollectFacts(co, *tools), *checks);
 
-  nlohmann::json j;
-  if (g.json) {
-    j = doctor::ToJson(report);
-  } else {
-    std::fputs(doctor::RenderTable(report, o.verbose).c_str(), stdout);
-  }
-  doctor::Severity worst = report.Worst();
-  if (o.fix) {
-    bool apply = o.apply && !o.dry_run;
-    auto plan = doctor::CollectFixes(report);
-    doctor::CommandRunner runner = [](const std::vector<std::string>& argv,
-                                      double timeout) -> Result<std::string> {
-      ANXIN_ASSIGN_OR_RETURN(doctor::ProcessOutput out, doctor::RunProcess(argv, timeout));
-      if (out.exit_code != 0) {
-        return Unavailable(argv[0] + " exited with " + std::to_string(out.exit_code) + ": " +
-                           out.err);
-      }
-      return out.out;
-    };
-    auto outcomes = doctor::ApplyFixes(plan, root, apply, runner);
-    bool failed = false;
-    for (const auto& oc : outcomes) failed |= oc.state == doctor::FixOutcome::State::kFailed;
-    if (apply && !plan.empty()) {
-      // Re-run the same checks so the exit status says whether the host is fixed now.
-      doctor::HostFacts after = doctor::CollectFacts(co, *tools);
-      worst = doctor::RunChecks(after, *checks).Worst();
-    }
+  if (!o.fix) {
     if (g.json) {
-      j["fixes"] = nlohmann::json::array();
-      for (const auto& oc : outcomes) {
-        static const char* kState[] = {"planned", "applied", "skipped", "failed"};
-        j["fixes"].push_back({{"check", oc.check_id},
-                              {"command", oc.action.Render()},
-                              {"state", kState[static_cast<int>(oc.state)]},
-                              {"detail", oc.detail}});
-      }
-      j["applied"] = apply;
-      if (apply) j["worst_after_fix"] = std::string(doctor::SeverityName(worst));
+      std::printf("%s\n", doctor::ToJson(report).dump(2).c_str());
     } else {
-      std::printf("\n%s", doctor::RenderFixes(outcomes, apply).c_str());
-      if (apply && !plan.empty()) {
-        std::printf("after the fixes: worst status %s\n",
-                    std::string(doctor::SeverityName(worst)).c_str());
-      }
+      std::fputs(doctor::RenderTable(report, o.verbose).c_str(), stdout);
     }
-    if (failed) worst = doctor::Severity::kFail;
+    return report.Worst() == doctor::Severity::kFail ? kExitCheckFailed : kExitOk;
   }
-  if (g.json) std::printf("%s\n", j.dump(2).c_str());
-  return worst == doctor::Severity::kFail ? kExitCheckFailed : kExitOk;
+  doctor::FixRun fix = doctor::RunFix(
+      report, {.collect = co, .tools = tools.get(), .checks = *checks, .apply = o.apply});
+  if (g.json) {
+    nlohmann::json j = doctor::ToJson(report);
+    doctor::AddFixRunJson(fix, j);
+    std::printf("%s\n", j.dump(2).c_str());
+  } else {
+    std::fputs(doctor::RenderFixRun(fix).c_str(), stdout);
+  }
+  return fix.worst == doctor::Severity::kFail ? kExitCheckFailed : kExitOk;
 }
 
 CommandMain Setup(CLI::App& app) {
@@ -150,9 +117,11 @@ CommandMain Setup(CLI::App& app) {
       "Host and fabric preflight: IRQ placement, NUMA binding of ranks, RoCE QoS (DSCP, PFC, "
       "trust, ECN), HCCL/NCCL algorithm and timeouts, allocator options, hugepages, CPU governor, "
       "/etc/ascend_numa.conf. Exit 1 when a check fails. See docs/doctor.md.");
-  app.add_option("--root", o->root,
-                 "read /sys, /proc and /etc under this directory (a captured tree)")
-      ->envname("ANXIN_DOCTOR_ROOT");
+  // ANXIN_DOCTOR_ROOT is read below rather than by CLI11 so that errors name it.
+  CLI::Option* root_flag =
+      app.add_option("--root", o->root,
+                     "read /sys, /proc and /etc under this directory (a captured tree; default /, "
+                     "or env ANXIN_DOCTOR_ROOT)");
   app.add_option("--only", o->only, "comma-separated check ids or groups (irq,qos.ecn)");
   app.add_option("--env", o->env_file,
                  "KEY=VALUE file with the job's environment, for a preflight before launch "
@@ -182,7 +151,13 @@ CommandMain Setup(CLI::App& app) {
       ->check(CLI::Range(1.0, 3600.0));
   app.add_option("--parallel", o->parallel, "with --hosts: hosts at once (default 16)")
       ->check(CLI::Range(1, 1024));
-  return [o](const GlobalOptions& g) -> int {
+  return [o, root_flag](const GlobalOptions& g) -> int {
+    if (root_flag->count() == 0) {
+      if (const char* env = std::getenv("ANXIN_DOCTOR_ROOT"); env != nullptr && *env != '\0') {
+        o->root = env;
+        o->root_source = "ANXIN_DOCTOR_ROOT";
+      }
+    }
     if ((o->apply || o->dry_run) && !o->fix) {
       return ReportError(Error(ErrorCode::kInvalidArgument, "--apply and --dry-run go with --fix"));
     }
@@ -193,6 +168,14 @@ CommandMain Setup(CLI::App& app) {
       if (opt.find('=') == std::string::npos || opt.front() == '-') {
         return ReportError(
             Error(ErrorCode::kInvalidArgument, "--ssh-option '" + opt + "': expected Key=Value"));
+      }
+    }
+    if (!o->ssh_config.empty()) {
+      // ssh reads the file; an empty one (-F /dev/null: no configuration) is
+      // valid, so only what ReadFile cannot read is refused, naming the flag.
+      if (!ReadFile(o->ssh_config, 16 << 20)) {
+        auto text = ReadInputFile(o->ssh_config, "--ssh-config", 16 << 20);
+        if (!text) return ReportError(text.error());
       }
     }
     if (!o->hosts_file.empty()) return RunHosts(*o, g);

@@ -142,20 +142,23 @@ Finding NicAffinity(const HostFacts& f) {
 
 }  // namespace
 
-void RegisterIrqChecks(CheckRegistry& r) {
-  r.Add({"irq.irqbalance", "irqbalance stopped",
-         "irqbalance moves NIC interrupts across cores and NUMA nodes every few seconds; the field "
-         "report's team had to turn it off to keep collective latency down (320 us -> 110 us "
-         "together with the DSCP fix).",
-         "systemctl stop irqbalance && systemctl disable irqbalance (anxin doctor --fix --apply)",
-         IrqBalance});
-  r.Add({"irq.nic_affinity", "NIC IRQs on local cores",
-         "A NIC's interrupts served by cores of another NUMA node cross the socket link for every "
-         "completion, and all of them on one core make that core the bottleneck; the field report "
-         "pinned NIC interrupts to distinct local cores.",
-         "write distinct local-node CPUs to /proc/irq/N/smp_affinity_list (anxin doctor --fix "
-         "--apply does this)",
-         NicAffinity});
+Status RegisterIrqChecks(CheckRegistry& r) {
+  ANXIN_TRY(r.Add(
+      {"irq.irqbalance", "irqbalance stopped",
+       "irqbalance moves NIC interrupts across cores and NUMA nodes every few seconds; the field "
+       "report's team had to turn it off to keep collective latency down (320 us -> 110 us "
+       "together with the DSCP fix).",
+       "systemctl stop irqbalance && systemctl disable irqbalance (anxin doctor --fix --apply)",
+       IrqBalance}));
+  ANXIN_TRY(r.Add(
+      {"irq.nic_affinity", "NIC IRQs on local cores",
+       "A NIC's interrupts served by cores of another NUMA node cross the socket link for every "
+       "completion, and all of them on one core make that core the bottleneck; the field report "
+       "pinned NIC interrupts to distinct local cores.",
+       "write distinct local-node CPUs to /proc/irq/N/smp_affinity_list (anxin doctor --fix "
+       "--apply does this)",
+       NicAffinity}));
+  return Ok();
 }
 
 }  // namespace anxin::doctor

@@ -169,25 +169,29 @@ Finding DeviceNode(const HostFacts& f) {
 
 }  // namespace
 
-void RegisterNumaChecks(CheckRegistry& r) {
-  r.Add({"numa.config_file", "ascend_numa.conf matches",
-         "The field report's bindings lived in /etc/ascend_numa.conf inside the container, which "
-         "new teams often forgot to check; a stale file binds every rank to the wrong node.",
-         "edit /etc/ascend_numa.conf so each NPU names the node in "
-         "/sys/bus/pci/devices/ADDR/numa_node and CPUs of that node",
-         ConfigFile});
-  r.Add({"numa.device_node", "devices report NUMA node",
-         "With numa_node -1 nothing (the driver, the launcher, anxin) can place ranks and "
-         "interrupts next to the device.",
-         "enable NUMA / ACPI SRAT reporting in the BIOS (\"NUMA\" or \"Sub-NUMA clustering\")",
-         DeviceNode});
-  r.Add({"numa.rank_binding", "ranks on device's node",
-         "Each NPU hangs off one socket's PCIe x16; a rank running or allocating on another node "
-         "multiplies host-device and NIC traffic cost. The field report bound every NPU process to "
-         "its NPU's NUMA node.",
-         "launch each rank under numactl --cpunodebind=N --membind=N (N = the device's "
-         "numa_node), or set the bindings in /etc/ascend_numa.conf",
-         RankBinding});
+Status RegisterNumaChecks(CheckRegistry& r) {
+  ANXIN_TRY(r.Add(
+      {"numa.config_file", "ascend_numa.conf matches",
+       "The field report's bindings lived in /etc/ascend_numa.conf inside the container, which "
+       "new teams often forgot to check; a stale file binds every rank to the wrong node.",
+       "edit /etc/ascend_numa.conf so each NPU names the node in "
+       "/sys/bus/pci/devices/ADDR/numa_node and CPUs of that node",
+       ConfigFile}));
+  ANXIN_TRY(
+      r.Add({"numa.device_node", "devices report NUMA node",
+             "With numa_node -1 nothing (the driver, the launcher, anxin) can place ranks and "
+             "interrupts next to the device.",
+             "enable NUMA / ACPI SRAT reporting in the BIOS (\"NUMA\" or \"Sub-NUMA clustering\")",
+             DeviceNode}));
+  ANXIN_TRY(r.Add(
+      {"numa.rank_binding", "ranks on device's node",
+       "Each NPU hangs off one socket's PCIe x16; a rank running or allocating on another node "
+       "multiplies host-device and NIC traffic cost. The field report bound every NPU process to "
+       "its NPU's NUMA node.",
+       "launch each rank under numactl --cpunodebind=N --membind=N (N = the device's "
+       "numa_node), or set the bindings in /etc/ascend_numa.conf",
+       RankBinding}));
+  return Ok();
 }
 
 }  // namespace anxin::doctor

@@ -265,34 +265,40 @@ Finding Ecn(const HostFacts& f) {
 
 }  // namespace
 
-void RegisterQosChecks(CheckRegistry& r) {
-  r.Add({"qos.control_separation", "control/CNP own priority",
-         "The field report's default DSCP settings did not separate control traffic from data; "
-         "when many nodes started AllReduce at once, switch buffers filled and control messages "
-         "queued behind data. Control and CNP packets need their own queue.",
-         "map DSCP 0 and the CNP DSCP (/sys/class/net/IF/ecn/roce_np/cnp_dscp) to priorities "
-         "other than the data priority (mlnx_qos -i IF --dscp2prio set,DSCP,PRIO)",
-         ControlSeparation});
-  r.Add({"qos.dscp_pfc", "traffic DSCP is lossless",
-         "RoCE needs a lossless priority: if the collective traffic's DSCP (HCCL_RDMA_TC / 4 or "
-         "NCCL_IB_TC / 4) maps to a priority without PFC, congestion drops packets and "
-         "go-back-N retransmits stall every collective (the field report: 500 us AllReduce at 128 "
-         "nodes until the DSCP was fixed).",
-         "map the traffic's DSCP to the PFC priority (mlnx_qos --dscp2prio / hccn_tool "
-         "-dscp_to_tc) or enable PFC on its priority, on the NIC and the switch alike",
-         DscpPfc});
-  r.Add({"qos.ecn", "ECN on RoCE priority",
-         "Without ECN (DCQCN) on the RoCE priority, senders never slow down and PFC pauses spread "
-         "congestion through the fabric.",
-         "echo 1 > /sys/class/net/IF/ecn/roce_np/enable/P and .../roce_rp/enable/P", Ecn});
-  r.Add({"qos.rdma_sl", "HCCL_RDMA_SL = PFC prio",
-         "HCCL sends on priority HCCL_RDMA_SL (default 4); it must equal the PFC-enabled priority "
-         "its DSCP maps to, or the traffic is lossy on the wire even when the DSCP looks right.",
-         "export HCCL_RDMA_SL=<the PFC priority from hccn_tool -i N -pfc -g>", RdmaSl});
-  r.Add({"qos.trust", "NIC trusts DSCP",
-         "With trust pcp the NIC ignores DSCP and classifies by VLAN priority, so every DSCP "
-         "setting above has no effect.",
-         "mlnx_qos -i IF --trust dscp", Trust});
+Status RegisterQosChecks(CheckRegistry& r) {
+  ANXIN_TRY(r.Add(
+      {"qos.control_separation", "control/CNP own priority",
+       "The field report's default DSCP settings did not separate control traffic from data; "
+       "when many nodes started AllReduce at once, switch buffers filled and control messages "
+       "queued behind data. Control and CNP packets need their own queue.",
+       "map DSCP 0 and the CNP DSCP (/sys/class/net/IF/ecn/roce_np/cnp_dscp) to priorities "
+       "other than the data priority (mlnx_qos -i IF --dscp2prio set,DSCP,PRIO)",
+       ControlSeparation}));
+  ANXIN_TRY(r.Add(
+      {"qos.dscp_pfc", "traffic DSCP is lossless",
+       "RoCE needs a lossless priority: if the collective traffic's DSCP (HCCL_RDMA_TC / 4 or "
+       "NCCL_IB_TC / 4) maps to a priority without PFC, congestion drops packets and "
+       "go-back-N retransmits stall every collective (the field report: 500 us AllReduce at 128 "
+       "nodes until the DSCP was fixed).",
+       "map the traffic's DSCP to the PFC priority (mlnx_qos --dscp2prio / hccn_tool "
+       "-dscp_to_tc) or enable PFC on its priority, on the NIC and the switch alike",
+       DscpPfc}));
+  ANXIN_TRY(r.Add(
+      {"qos.ecn", "ECN on RoCE priority",
+       "Without ECN (DCQCN) on the RoCE priority, senders never slow down and PFC pauses spread "
+       "congestion through the fabric.",
+       "echo 1 > /sys/class/net/IF/ecn/roce_np/enable/P and .../roce_rp/enable/P", Ecn}));
+  ANXIN_TRY(r.Add(
+      {"qos.rdma_sl", "HCCL_RDMA_SL = PFC prio",
+       "HCCL sends on priority HCCL_RDMA_SL (default 4); it must equal the PFC-enabled priority "
+       "its DSCP maps to, or the traffic is lossy on the wire even when the DSCP looks right.",
+       "export HCCL_RDMA_SL=<the PFC priority from hccn_tool -i N -pfc -g>", RdmaSl}));
+  ANXIN_TRY(
+      r.Add({"qos.trust", "NIC trusts DSCP",
+             "With trust pcp the NIC ignores DSCP and classifies by VLAN priority, so every DSCP "
+             "setting above has no effect.",
+             "mlnx_qos -i IF --trust dscp", Trust}));
+  return Ok();
 }
 
 }  // namespace anxin::doctor

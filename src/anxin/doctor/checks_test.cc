@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <set>
 #include <sstream>
 
 #include "anxin/base/testing.h"
@@ -463,6 +464,39 @@ TEST(DoctorRegistry, SelectByIdOrPrefix) {
   EXPECT_THAT(BuiltinChecks().Select("qos.nope"),
               HasCode(ErrorCode::kInvalidArgument, HasSubstr("known: comm.algo")));
   EXPECT_THAT(BuiltinChecks().Select("ir"), HasCode(ErrorCode::kInvalidArgument));
+}
+
+TEST(DoctorRegistry, RefusesADuplicateIdAndKeepsTheFirst) {
+  CheckRegistry r;
+  auto check = [](std::string id, std::string title) {
+    return Check{std::move(id), std::move(title), "why", "fix",
+                 [](const HostFacts&) { return Finding{}; }};
+  };
+  ASSERT_THAT(r.Add(check("irq.irqbalance", "first")), IsOk());
+  EXPECT_THAT(r.Add(check("irq.irqbalance", "second")),
+              HasCode(ErrorCode::kInvalidArgument,
+                      HasSubstr("doctor check 'irq.irqbalance' is registered twice")));
+  ASSERT_EQ(r.checks().size(), 1u);
+  EXPECT_EQ(r.checks()[0].title, "first");
+  EXPECT_THAT(r.Add(check("", "no id")), HasCode(ErrorCode::kInvalidArgument));
+  EXPECT_THAT(r.Add(Check{"cpu.governor", "no run", "", "", nullptr}),
+              HasCode(ErrorCode::kInvalidArgument, HasSubstr("no run function")));
+  // Every group's registration refuses a second run over the same registry.
+  CheckRegistry all;
+  ASSERT_THAT(RegisterCpuChecks(all), IsOk());
+  EXPECT_THAT(RegisterCpuChecks(all),
+              HasCode(ErrorCode::kInvalidArgument, HasSubstr("'cpu.governor'")));
+}
+
+TEST(DoctorRegistry, BuiltinIdsAreUniqueAndEachGroupHasItsFile) {
+  std::set<std::string> ids;
+  for (const Check& c : BuiltinChecks().checks()) {
+    EXPECT_TRUE(ids.insert(c.id).second) << c.id;
+    std::string group = c.id.substr(0, c.id.find('.'));
+    EXPECT_TRUE(fs::exists(ANXIN_SOURCE_DIR "/src/anxin/doctor/checks_" + group + ".cc"))
+        << c.id << " has no checks_" << group << ".cc";
+  }
+  EXPECT_EQ(ids.size(), 16u);
 }
 
 TEST(DoctorReport, JsonRoundTripAndTable) {

@@ -119,14 +119,14 @@ HostResult RunOne(const HostEntry& h, const RemoteOptions& o, const ProcessRunne
   // doctor exits 0 (all ok) or 1 (a check failed) with a report; anything else
   // (255 from ssh, 2/3 from anxin, 127 no such program) is a host-level failure.
   if (out->exit_code != 0 && out->exit_code != 1) {
-    std::string err = out->err;
+    std::string err = out->stderr_text;
     while (!err.empty() && (err.back() == '\n' || err.back() == '\r')) err.pop_back();
     if (err.size() > 400) err = err.substr(err.size() - 400);
-    r.report =
-        Unavailable("exit " + std::to_string(out->exit_code) + (err.empty() ? "" : ": " + err));
+    std::string how = out->signal != 0 ? out->Describe() : "exit " + std::to_string(out->exit_code);
+    r.report = Unavailable(how + (err.empty() ? "" : ": " + err));
     return r;
   }
-  auto j = nlohmann::json::parse(out->out, nullptr, /*allow_exceptions=*/false);
+  auto j = nlohmann::json::parse(out->stdout_text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) {
     r.report = DataLoss("remote output is not JSON (is the remote anxin the same version?)");
     return r;

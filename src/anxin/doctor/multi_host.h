@@ -45,9 +45,6 @@ struct RemoteOptions {
   int parallel = 16;
 };
 
-using ProcessRunner =
-    std::function<Result<ProcessOutput>(const std::vector<std::string>& argv, double timeout_s)>;
-
 struct HostResult {
   HostEntry host;
   Result<Report> report = Report{};

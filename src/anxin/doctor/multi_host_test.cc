@@ -1,6 +1,6 @@
 // --hosts pieces without a network: the hosts file, the ssh argv (quoting,
 // batch mode, timeouts), the parallel runner with a fake transport, the drift
-// matrix, and the process runner's timeout. The real-ssh test is in
+// matrix, and the process runner over base's RunCommand. The real-ssh test is in
 // tests/doctor (sshd in network namespaces).
 #include "anxin/doctor/multi_host.h"
 
@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <filesystem>
 #include <thread>
 
 #include "anxin/base/testing.h"
@@ -77,7 +78,7 @@ std::string ReportJson(const std::string& host, Severity irq, Severity qos) {
 TEST(RunOnHosts, ParallelMatrixMarksDriftAndUnreachableHosts) {
   std::vector<HostEntry> hosts = {{"a", 0, "a"}, {"b", 0, "b"}, {"c", 0, "c"}, {"d", 0, "d"}};
   std::atomic<int> in_flight{0}, max_in_flight{0};
-  ProcessRunner fake = [&](const std::vector<std::string>& argv, double) -> Result<ProcessOutput> {
+  ProcessRunner fake = [&](const std::vector<std::string>& argv, double) -> Result<CommandOutput> {
     int now = ++in_flight;
     int seen = max_in_flight.load();
     while (now > seen && !max_in_flight.compare_exchange_weak(seen, now)) {
@@ -88,10 +89,16 @@ TEST(RunOnHosts, ParallelMatrixMarksDriftAndUnreachableHosts) {
       std::this_thread::yield();
     --in_flight;
     const std::string& host = argv[argv.size() - 2];
-    if (host == "d")
-      return ProcessOutput{255, "", "ssh: connect to host d port 22: Connection refused\n"};
+    CommandOutput out;
+    if (host == "d") {
+      out.exit_code = 255;
+      out.stderr_text = "ssh: connect to host d port 22: Connection refused\n";
+      return out;
+    }
     Severity irq = host == "c" ? Severity::kFail : Severity::kOk;
-    return ProcessOutput{irq == Severity::kFail ? 1 : 0, ReportJson(host, irq, Severity::kOk), ""};
+    out.exit_code = irq == Severity::kFail ? 1 : 0;
+    out.stdout_text = ReportJson(host, irq, Severity::kOk);
+    return out;
   };
   RemoteOptions o;
   o.parallel = 4;
@@ -114,23 +121,60 @@ TEST(RunOnHosts, ParallelMatrixMarksDriftAndUnreachableHosts) {
 }
 
 TEST(RunOnHosts, GarbageOutputIsAHostError) {
-  ProcessRunner fake = [](const std::vector<std::string>&, double) -> Result<ProcessOutput> {
-    return ProcessOutput{0, "bash: anxin: command not found", ""};
+  ProcessRunner fake = [](const std::vector<std::string>&, double) -> Result<CommandOutput> {
+    CommandOutput out;
+    out.exit_code = 0;
+    out.stdout_text = "bash: anxin: command not found";
+    return out;
   };
   auto r = RunOnHosts({{"x", 0, "x"}}, RemoteOptions{}, fake);
   EXPECT_THAT(r[0].report, HasCode(ErrorCode::kDataLoss, HasSubstr("not JSON")));
 }
 
+TEST(RunOnHosts, AHostKilledByASignalSaysSo) {
+  ProcessRunner fake = [](const std::vector<std::string>&, double) -> Result<CommandOutput> {
+    CommandOutput out;
+    out.signal = 9;
+    return out;
+  };
+  auto r = RunOnHosts({{"x", 0, "x"}}, RemoteOptions{}, fake);
+  EXPECT_THAT(r[0].report, HasCode(ErrorCode::kUnavailable, HasSubstr("killed by SIGKILL")));
+}
+
 TEST(ProcessRunner, CapturesOutputExitCodeAndKillsOnTimeout) {
   auto ok = RunProcess({"sh", "-c", "echo out; echo err >&2; exit 3"}, 10);
   ASSERT_THAT(ok, IsOk());
-  EXPECT_EQ(ok->out, "out\n");
-  EXPECT_EQ(ok->err, "err\n");
+  EXPECT_EQ(ok->stdout_text, "out\n");
+  EXPECT_EQ(ok->stderr_text, "err\n");
   EXPECT_EQ(ok->exit_code, 3);
   // The grandchild keeps the pipe open: the whole process group must die.
+  auto start = std::chrono::steady_clock::now();
   auto slow = RunProcess({"sh", "-c", "sleep 30 & sleep 30"}, 0.3);
-  EXPECT_THAT(slow, HasCode(ErrorCode::kDeadlineExceeded));
-  EXPECT_THAT(RunProcess({"anxin-no-such-program"}, 1), HasCode(ErrorCode::kNotFound));
+  EXPECT_THAT(slow, HasCode(ErrorCode::kDeadlineExceeded, HasSubstr("within 0.3 s")));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+  EXPECT_THAT(RunProcess({"anxin-no-such-program"}, 1),
+              HasCode(ErrorCode::kNotFound, HasSubstr("anxin-no-such-program is not installed")));
+}
+
+TEST(ProcessRunner, ExtraDirectoriesAreSearchedAfterPath) {
+  // A link to echo (a script could not run from a noexec /dev/shm).
+  ::anxin::testing::TempDir dir;
+  std::filesystem::create_symlink("/bin/echo", dir.path() + "/anxin-vendor-tool");
+  EXPECT_THAT(RunProcess({"anxin-vendor-tool"}, 5), HasCode(ErrorCode::kNotFound));
+  auto found = RunTool(ProcessRunnerAlsoIn({dir.path()}), {"anxin-vendor-tool", "-i", "3"}, 5);
+  ASSERT_THAT(found, IsOk());
+  EXPECT_EQ(*found, "-i 3\n");
+  EXPECT_THAT(RunTool(ProcessRunnerAlsoIn({"/nonexistent"}), {"anxin-vendor-tool"}, 5),
+              HasCode(ErrorCode::kNotFound, HasSubstr("not found on PATH or in /nonexistent")));
+}
+
+TEST(ProcessRunner, RunToolTurnsAFailedExitIntoItsMessage) {
+  EXPECT_THAT(RunTool(RunProcess, {"sh", "-c", "echo 'no such device' >&2; exit 3"}, 5),
+              HasCode(ErrorCode::kUnavailable, HasSubstr("sh exited 3: no such device")));
+  EXPECT_THAT(RunTool(RunProcess, {"sh", "-c", "kill -SEGV $$"}, 5),
+              HasCode(ErrorCode::kUnavailable, HasSubstr("killed by SIGSEGV")));
+  EXPECT_THAT(RunTool(RunProcess, {"sleep", "5"}, 0.2), HasCode(ErrorCode::kDeadlineExceeded));
+  EXPECT_EQ(RunTool(RunProcess, {"echo", "hi"}, 5).value(), "hi\n");
 }
 
 }  // namespace

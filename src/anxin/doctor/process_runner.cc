@@ -1,56 +1,72 @@
 #include "anxin/doctor/process_runner.h"
 
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
+#include <utility>
 
 #include "anxin/base/strings.h"
-#include "anxin/base/subprocess.h"
 
 namespace anxin::doctor {
+namespace {
 
-std::string FindExecutable(const std::string& name, const std::vector<std::string>& extra_dirs) {
-  auto ok = [](const std::string& p) {
-    struct stat st;
-    return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(p.c_str(), X_OK) == 0;
-  };
-  if (name.find('/') != std::string::npos) return ok(name) ? name : "";
-  std::vector<std::string> dirs;
-  if (const char* path = std::getenv("PATH")) {
-    for (std::string_view d : Split(path, ':')) {
-      if (!d.empty()) dirs.emplace_back(d);
-    }
-  }
-  dirs.insert(dirs.end(), extra_dirs.begin(), extra_dirs.end());
-  for (const std::string& d : dirs) {
-    std::string p = d + "/" + name;
-    if (ok(p)) return p;
-  }
-  return "";
-}
-
-Result<ProcessOutput> RunProcess(const std::vector<std::string>& argv, double timeout_s) {
-  if (argv.empty()) return InvalidArgument("RunProcess: empty argv");
-  std::string exe = FindExecutable(argv[0]);
-  if (exe.empty()) return NotFound(argv[0] + " is not installed (not found on PATH)");
-  std::vector<std::string> full = argv;
-  full[0] = exe;
+// extra_dirs: appended to PATH for the lookup and the child ("" = PATH as is).
+Result<CommandOutput> Run(const std::vector<std::string>& argv, double timeout_s,
+                          const std::vector<std::string>& extra_dirs) {
+  if (argv.empty()) return InvalidArgument("cannot run a program: empty argv");
   RunOptions options;
   options.timeout = std::chrono::duration_cast<std::chrono::nanoseconds>(
       std::chrono::duration<double>(timeout_s));
   options.max_output_bytes = 16u << 20;
-  ANXIN_ASSIGN_OR_RETURN(CommandOutput out, RunCommand(std::move(full), std::move(options)));
-  if (out.timed_out) {
-    return DeadlineExceeded(argv[0] + " did not finish within " + std::to_string(timeout_s) +
-                            " s (" + out.Describe() + ")");
+  std::string where = "not found on PATH";
+  if (!extra_dirs.empty()) {
+    const char* path = std::getenv("PATH");
+    std::string joined = path != nullptr ? path : "";
+    std::string dirs;
+    for (const std::string& d : extra_dirs) {
+      joined += (joined.empty() ? "" : ":") + d;
+      dirs += (dirs.empty() ? "" : ", ") + d;
+    }
+    options.env.push_back("PATH=" + joined);
+    where += " or in " + dirs;
   }
-  ProcessOutput r;
-  r.exit_code = out.signal != 0 ? 128 + out.signal : out.exit_code;
-  r.out = std::move(out.stdout_text);
-  r.err = std::move(out.stderr_text);
-  return r;
+  auto out = RunCommand(argv, std::move(options));
+  // RunCommand's kNotFound at start is the program's lookup (no cwd is set).
+  if (!out && out.error().code() == ErrorCode::kNotFound &&
+      argv[0].find('/') == std::string::npos) {
+    return NotFound(argv[0] + " is not installed (" + where + ")");
+  }
+  if (!out) return std::unexpected(std::move(out).error());
+  if (out->timed_out) {
+    char limit[32];
+    std::snprintf(limit, sizeof(limit), "%g s", timeout_s);
+    return DeadlineExceeded(argv[0] + " did not finish within " + limit + " (" + out->Describe() +
+                            ")");
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<CommandOutput> RunProcess(const std::vector<std::string>& argv, double timeout_s) {
+  return Run(argv, timeout_s, {});
+}
+
+ProcessRunner ProcessRunnerAlsoIn(std::vector<std::string> extra_dirs) {
+  return [dirs = std::move(extra_dirs)](const std::vector<std::string>& argv, double timeout_s) {
+    return Run(argv, timeout_s, dirs);
+  };
+}
+
+Result<std::string> RunTool(const ProcessRunner& run, const std::vector<std::string>& argv,
+                            double timeout_s) {
+  if (argv.empty()) return InvalidArgument("cannot run a program: empty argv");
+  ANXIN_ASSIGN_OR_RETURN(CommandOutput out, run(argv, timeout_s));
+  if (out.ok()) return std::move(out.stdout_text);
+  std::string err = out.stderr_text.empty() ? out.stdout_text : out.stderr_text;
+  if (err.size() > 300) err.resize(300);
+  err = std::string(Trim(err));
+  return Unavailable(argv[0] + " " + out.Describe() + (err.empty() ? "" : ": " + err));
 }
 
 }  // namespace anxin::doctor

@@ -1,15 +1,24 @@
 #include "anxin/doctor/registry.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 
 #include "anxin/base/strings.h"
 
 namespace anxin::doctor {
 
-void CheckRegistry::Add(Check check) {
+Status CheckRegistry::Add(Check check) {
+  if (check.id.empty()) return InvalidArgument("doctor check without an id");
+  if (!check.run) return InvalidArgument("doctor check '" + check.id + "' has no run function");
+  if (Find(check.id) != nullptr) {
+    return InvalidArgument("doctor check '" + check.id +
+                           "' is registered twice; each check needs its own id");
+  }
   checks_.push_back(std::move(check));
   std::sort(checks_.begin(), checks_.end(),
             [](const Check& a, const Check& b) { return a.id < b.id; });
+  return Ok();
 }
 
 const Check* CheckRegistry::Find(std::string_view id) const {
@@ -60,11 +69,15 @@ Result<std::vector<const Check*>> CheckRegistry::Select(std::string_view only) c
 const CheckRegistry& BuiltinChecks() {
   static const CheckRegistry* registry = [] {
     auto* r = new CheckRegistry;
-    RegisterIrqChecks(*r);
-    RegisterNumaChecks(*r);
-    RegisterQosChecks(*r);
-    RegisterEnvChecks(*r);
-    RegisterSystemChecks(*r);
+    for (Status (*add)(CheckRegistry&) :
+         {RegisterIrqChecks, RegisterNumaChecks, RegisterQosChecks, RegisterCommChecks,
+          RegisterMemChecks, RegisterCpuChecks, RegisterEnvChecks}) {
+      if (Status s = add(*r); !s) {
+        // The built-in set is fixed at compile time: a refusal is a bug in anxin.
+        std::fprintf(stderr, "internal error: %s\n", s.error().Describe().c_str());
+        std::abort();
+      }
+    }
     return r;
   }();
   return *registry;

@@ -2,9 +2,16 @@
 // HostFacts; the registry adds the check's id, why-it-matters and fix text to
 // what it returns.
 //
+//   auto tools = MakeToolSource(host::HostRoot("/"), /*timeout_s=*/5);
+//   HostFacts facts = CollectFacts(CollectOptions{}, *tools);
 //   const CheckRegistry& r = BuiltinChecks();
 //   for (const Check& c : r.checks()) Finding f = r.Run(c, facts);
 //   const Check* c = r.Find("irq.irqbalance");
+//
+// Ids are unique: Add refuses a second check with an id already registered
+// (kInvalidArgument naming the id), so two checks can never answer for one id
+// in the table, --only or the --hosts matrix. BuiltinChecks() treats such a
+// refusal as a bug in anxin and aborts with the message.
 #ifndef ANXIN_DOCTOR_REGISTRY_H_
 #define ANXIN_DOCTOR_REGISTRY_H_
 
@@ -29,7 +36,10 @@ struct Check {
 
 class CheckRegistry {
  public:
-  void Add(Check check);
+  // Adds the check, keeping checks() sorted by id. An empty id, a check
+  // without a run function, or an id already registered is kInvalidArgument
+  // and leaves the registry unchanged.
+  Status Add(Check check);
   const std::vector<Check>& checks() const { return checks_; }
   const Check* Find(std::string_view id) const;
   // Runs one check; fills check_id, why and fix, and turns an exception-free
@@ -47,12 +57,15 @@ class CheckRegistry {
 // All built-in checks (irq, numa, qos, comm, mem, cpu, env), sorted by id.
 const CheckRegistry& BuiltinChecks();
 
-// Registration functions of each group (one file each).
-void RegisterIrqChecks(CheckRegistry& r);
-void RegisterNumaChecks(CheckRegistry& r);
-void RegisterQosChecks(CheckRegistry& r);
-void RegisterEnvChecks(CheckRegistry& r);
-void RegisterSystemChecks(CheckRegistry& r);
+// Registration functions of each group, one file each (checks_GROUP.cc);
+// each returns the first refusal of Add.
+Status RegisterIrqChecks(CheckRegistry& r);
+Status RegisterNumaChecks(CheckRegistry& r);
+Status RegisterQosChecks(CheckRegistry& r);
+Status RegisterCommChecks(CheckRegistry& r);
+Status RegisterMemChecks(CheckRegistry& r);
+Status RegisterCpuChecks(CheckRegistry& r);
+Status RegisterEnvChecks(CheckRegistry& r);
 
 }  // namespace anxin::doctor
 

@@ -57,12 +57,16 @@ std::string RenderTable(const Report& report, bool verbose) {
       }
     }
   }
-  out += "\n" + std::to_string(report.findings.size()) +
+  out += "\n" + RenderSummaryLine(report);
+  return out;
+}
+
+std::string RenderSummaryLine(const Report& report) {
+  return std::to_string(report.findings.size()) +
          " checks: " + std::to_string(report.Count(Severity::kOk)) + " ok, " +
          std::to_string(report.Count(Severity::kWarn)) + " warn, " +
          std::to_string(report.Count(Severity::kFail)) + " fail, " +
          std::to_string(report.Count(Severity::kSkip)) + " skipped (" + report.root + ")\n";
-  return out;
 }
 
 nlohmann::json ToJson(const Report& report) {

@@ -34,6 +34,9 @@ Report RunChecks(const HostFacts& facts, const std::vector<const Check*>& checks
 // its evidence, why it matters and the fix. verbose adds evidence of ok checks.
 std::string RenderTable(const Report& report, bool verbose = false);
 
+// The table's last line: "16 checks: 10 ok, 2 warn, 4 fail, 0 skipped (ROOT)\n".
+std::string RenderSummaryLine(const Report& report);
+
 nlohmann::json ToJson(const Report& report);
 // Reads back what ToJson wrote (another anxin's --json output).
 Result<Report> ReportFromJson(const nlohmann::json& j);

@@ -11,25 +11,14 @@ const std::vector<std::string> kVendorDirs = {"/usr/local/Ascend/driver/tools", 
 
 class LiveTools : public ToolSource {
  public:
-  explicit LiveTools(double timeout_s) : timeout_s_(timeout_s) {}
+  LiveTools(double timeout_s, ProcessRunner run) : timeout_s_(timeout_s), run_(std::move(run)) {}
   Result<std::string> Run(const std::vector<std::string>& argv) override {
-    std::string exe = FindExecutable(argv[0], kVendorDirs);
-    if (exe.empty()) return NotFound(argv[0] + " is not installed");
-    std::vector<std::string> full = argv;
-    full[0] = exe;
-    ANXIN_ASSIGN_OR_RETURN(ProcessOutput out, RunProcess(full, timeout_s_));
-    if (out.exit_code != 0) {
-      std::string err = out.err.empty() ? out.out : out.err;
-      if (err.size() > 300) err.resize(300);
-      while (!err.empty() && (err.back() == '\n' || err.back() == ' ')) err.pop_back();
-      return Unavailable(argv[0] + " exited with " + std::to_string(out.exit_code) +
-                         (err.empty() ? "" : ": " + err));
-    }
-    return out.out;
+    return RunTool(run_, argv, timeout_s_);
   }
 
  private:
   double timeout_s_;
+  ProcessRunner run_;
 };
 
 class CapturedTools : public ToolSource {
@@ -64,7 +53,8 @@ std::string CapturePath(const std::vector<std::string>& a) {
 }
 
 std::unique_ptr<ToolSource> MakeToolSource(const host::HostRoot& root, double timeout_s) {
-  if (root.is_live()) return std::make_unique<LiveTools>(timeout_s);
+  if (root.is_live())
+    return std::make_unique<LiveTools>(timeout_s, ProcessRunnerAlsoIn(kVendorDirs));
   return std::make_unique<CapturedTools>(root);
 }
 

@@ -2,7 +2,7 @@
 // the live tools through an argv + timeout runner, or files captured in a
 // host tree under ROOT/anxin-captures/ so that fixtures replay real outputs.
 //
-//   auto tools = MakeToolSource(HostRoot("/"), /*timeout_s=*/5);
+//   auto tools = MakeToolSource(host::HostRoot("/"), /*timeout_s=*/5);
 //   ANXIN_ASSIGN_OR_RETURN(std::string out, tools->Run({"mlnx_qos", "-i", "eth2"}));
 //
 // Captured layout (tests/fixtures/doctor/host_a/anxin-captures):
@@ -10,7 +10,10 @@
 //   hccn_tool/N.pfc.txt        hccn_tool -i N -pfc -g
 //   hccn_tool/N.dscp_to_tc.txt hccn_tool -i N -dscp_to_tc -g
 //   npu-smi/info.txt           npu-smi info
-// A tool that is not installed (or not captured) is kNotFound.
+// A tool that is not installed (or not captured) is kNotFound; live tools run
+// through process_runner.h's RunTool (a non-zero exit is kUnavailable with the
+// tool's message, a timeout kDeadlineExceeded). Vendor directories such as
+// /usr/local/Ascend/driver/tools are searched after PATH.
 #ifndef ANXIN_DOCTOR_TOOLS_H_
 #define ANXIN_DOCTOR_TOOLS_H_
 
