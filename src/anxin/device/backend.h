@@ -23,8 +23,10 @@
 #ifndef ANXIN_DEVICE_BACKEND_H_
 #define ANXIN_DEVICE_BACKEND_H_
 
+#include <cmath>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -82,6 +84,13 @@ struct LinkState {
   bool up = true;
 };
 
+// A reading the device does not report (a sensor it lacks, a query its
+// driver answers with "not supported") is kNotReported (NaN) in the double
+// fields of DeviceSample. Consumers leave such a value out, never show it as
+// a number: test with IsReported.
+inline constexpr double kNotReported = std::numeric_limits<double>::quiet_NaN();
+inline bool IsReported(double v) { return !std::isnan(v); }
+
 // One reading of a device's state.
 struct DeviceSample {
   int index = 0;
@@ -90,7 +99,7 @@ struct DeviceSample {
   uint64_t hbm_used_bytes = 0;
   double temperature_celsius = 0;
   double power_watts = 0;
-  double utilisation_percent = 0;  // AI core (Ascend) / SM (NVIDIA)
+  double utilisation_percent = 0;  // AI core (Ascend) / SM (NVIDIA), 0..100
   double core_clock_mhz = 0;
   double memory_clock_mhz = 0;
   bool throttled = false;  // the device slowed its clocks (too hot)

@@ -1,0 +1,186 @@
+// `anxin agent`: the node's Prometheus exporter for devices and running jobs.
+// Docs: docs/agent.md.
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <optional>
+
+#include "anxin/agent/agent.h"
+#include "anxin/base/clock.h"
+#include "anxin/base/config.h"
+#include "anxin/cli/command.h"
+#include "anxin/cli/serve_wait.h"
+#include "anxin/cli/version.h"
+#include "anxin/device/registry.h"
+
+namespace anxin::cli {
+namespace {
+
+struct Options {
+  std::string backend;
+  std::string scenario;
+  std::optional<std::string> listen;
+  std::optional<int> port;
+  std::string port_file;
+  std::optional<std::string> interval;
+  std::optional<std::string> socket;
+  std::optional<std::string> compat;
+  std::optional<std::string> node;
+  bool once = false;
+  std::string duration;
+  std::string at;
+};
+
+int Run(const Options& o, const GlobalOptions& g) {
+  // Configuration file < environment < flags.
+  auto config = agent::ParseAgentConfig(FindSection(g.config, "agent"));
+  if (!config) return ReportError(config.error());
+  agent::AgentConfig c = *config;
+  if (o.listen) {
+    if (auto s = agent::ParseListen(*o.listen, "--listen", c); !s) return ReportError(s.error());
+  }
+  if (o.port) c.port = *o.port;
+  if (c.port < 0 || c.port > 65535) {
+    return ReportError(
+        Error(ErrorCode::kInvalidArgument,
+              "--port: expected 0 to 65535 (0: any free port), got " + std::to_string(c.port)));
+  }
+  if (o.interval) {
+    auto s = ParseSeconds(*o.interval);
+    if (!s || *s <= 0) {
+      return ReportError(Error(ErrorCode::kInvalidArgument,
+                               "--interval: expected a duration above 0 like 1s or "
+                               "500ms, got '" +
+                                   *o.interval + "'"));
+    }
+    c.interval_seconds = *s;
+  }
+  if (o.compat) {
+    auto m = agent::ParseCompat(*o.compat);
+    if (!m) return ReportError(m.error().With("--compat"));
+    c.compat = *m;
+  }
+  if (o.node) c.node = *o.node;
+  std::string socket = c.socket;
+  if (const char* env = std::getenv("ANXIN_AGENT_SOCKET"); env && *env) socket = env;
+  if (o.socket)
+    socket = *o.socket;  // "" turns the socket off
+  else if (socket.empty())
+    socket = std::string(agent::kDefaultSocket);
+  double duration = 0;
+  if (!o.duration.empty()) {
+    auto d = ParseSeconds(o.duration);
+    if (!d || *d <= 0) {
+      return ReportError(
+          Error(ErrorCode::kInvalidArgument,
+                "--duration: expected a duration above 0 like 30s, got '" + o.duration + "'"));
+    }
+    duration = *d;
+  }
+
+  // --at: the sim scenario as it is that far in, on a virtual clock that
+  // then runs at the speed of the wall clock from there.
+  std::optional<VirtualClock> virtual_clock;
+  double at_seconds = 0;
+  if (!o.at.empty()) {
+    // A running agent samples in real time; only --once reads the virtual clock.
+    if (!o.once)
+      return ReportError(
+          Error(ErrorCode::kInvalidArgument, "--at needs --once: add --once, or drop --at"));
+    auto at = ParseSeconds(o.at);
+    if (!at)
+      return ReportError(Error(ErrorCode::kInvalidArgument, "--at: " + at.error().message()));
+    at_seconds = *at;
+    virtual_clock.emplace(RealClock().Now());
+    virtual_clock->set_auto_advance(true);
+  }
+  std::string backend_name = !o.backend.empty() ? o.backend : g.config.device.backend;
+  if (backend_name.empty()) backend_name = std::string(device::kDefaultBackend);
+  const std::string& scenario = !o.scenario.empty() ? o.scenario : g.config.device.scenario;
+  Clock* clock = virtual_clock ? static_cast<Clock*>(&*virtual_clock) : &RealClock();
+  auto backend = device::CreateBackend(backend_name, {.scenario = scenario, .clock = clock});
+  if (!backend) {
+    Error e = backend.error();
+    const bool input = e.code() == ErrorCode::kInvalidArgument || e.code() == ErrorCode::kNotFound;
+    if (input && !o.scenario.empty() && backend_name == "sim") e.With("--scenario");
+    return ReportError(e);
+  }
+  if (virtual_clock) virtual_clock->Advance(FromSeconds(at_seconds));
+
+  agent::AgentOptions options;
+  if (!c.node.empty()) options.node = c.node;
+  options.host = c.host;
+  options.port = c.port;
+  options.socket_path = o.once ? "" : socket;
+  options.interval = FromSeconds(c.interval_seconds);
+  options.compat = c.compat;
+  options.clock = clock;
+  options.job_expiry = FromSeconds(c.job_expiry_seconds);
+  options.version = kVersion;
+
+  if (o.once) {
+    auto a = agent::Agent::Create(**backend, options);
+    if (!a) return ReportError(a.error());
+    (*a)->devices().SampleOnce();
+    std::fputs((*a)->Exposition().c_str(), stdout);
+    return kExitOk;
+  }
+
+  BlockStopSignals();  // before any thread starts
+  auto a = agent::Agent::Create(**backend, options);
+  if (!a) return ReportError(a.error());
+  if (auto s = (*a)->Start(); !s) return ReportError(s.error());
+  std::fprintf(stderr,
+               "anxin agent: serving http://%s/metrics (%zu devices from %s, every %gs%s), SDK "
+               "socket %s\n",
+               (*a)->address().c_str(), (*a)->devices().devices().size(),
+               (*backend)->Describe().c_str(), c.interval_seconds,
+               c.compat == agent::Compat::kNone
+                   ? ""
+                   : (", compat " + std::string(agent::CompatName(c.compat))).c_str(),
+               socket.empty() ? "off" : socket.c_str());
+  if (!o.port_file.empty()) std::ofstream(o.port_file) << (*a)->port() << "\n";
+  WaitForStop(duration);
+  (*a)->Stop();
+  return kExitOk;
+}
+
+CommandMain Setup(CLI::App& app) {
+  auto o = std::make_shared<Options>();
+  app.add_option("--backend", o->backend,
+                 "device backend: sim (default; config device.backend, env ANXIN_DEVICE_BACKEND)");
+  app.add_option("--scenario", o->scenario,
+                 "sim: scenario YAML file, or a built-in one: default (8 x Ascend910C), demo, "
+                 "faults, h100-node (default: config device.scenario, env ANXIN_SCENARIO)");
+  app.add_option("--listen", o->listen,
+                 "HOST:PORT to serve on (default 127.0.0.1:9466; :9466 = every address; "
+                 "config agent.listen)");
+  app.add_option("--port", o->port,
+                 "port only, overriding --listen's (0: any free one; see "
+                 "--port-file)");
+  app.add_option("--port-file", o->port_file, "write the port here once listening");
+  app.add_option("--interval", o->interval,
+                 "device sample interval, e.g. 1s, 500ms (default 1s; config agent.interval)");
+  app.add_option("--socket", o->socket,
+                 "SDK socket path (default: env ANXIN_AGENT_SOCKET, config agent.socket, else "
+                 "/run/anxin/agent.sock; \"\" = no socket)");
+  app.add_option("--compat", o->compat,
+                 "also export another exporter's metric names: npu-exporter, dcgm or none "
+                 "(config agent.compat)");
+  app.add_option("--node", o->node, "the node label (default: the host name; config agent.node)");
+  app.add_flag("--once", o->once, "sample once, print the exposition on stdout and exit");
+  app.add_option("--duration", o->duration,
+                 "stop after this long, e.g. 30s (default: at Ctrl-C "
+                 "or SIGTERM)");
+  app.add_option("--at", o->at,
+                 "with --once, sim: the scenario as it is this far in (e.g. 65s), on a virtual "
+                 "clock");
+  return [o](const GlobalOptions& g) { return Run(*o, g); };
+}
+
+ANXIN_REGISTER_COMMAND(agent, "the node's Prometheus exporter: devices, running jobs, itself",
+                       Setup);
+
+}  // namespace
+}  // namespace anxin::cli
