@@ -190,16 +190,16 @@ class AscendBackend final : public DeviceBackend {
 
 Result<std::unique_ptr<DeviceBackend>> MakeAscendBackend(const AscendOptions& options,
                                                          Clock& clock) {
+  // Enumerated at once, so that Describe() names the chips from the start.
+  auto make = [&](std::unique_ptr<ChipSource> source) -> Result<std::unique_ptr<DeviceBackend>> {
+    auto backend = std::make_unique<AscendBackend>(std::move(source), options, clock);
+    ANXIN_TRY(backend->Enumerate());
+    return std::unique_ptr<DeviceBackend>(std::move(backend));
+  };
   auto dcmi = MakeDcmiSource(options, clock);
-  if (dcmi) {
-    return std::unique_ptr<DeviceBackend>(
-        std::make_unique<AscendBackend>(*std::move(dcmi), options, clock));
-  }
+  if (dcmi) return make(*std::move(dcmi));
   auto smi = MakeNpuSmiSource(options, clock);
-  if (smi) {
-    return std::unique_ptr<DeviceBackend>(
-        std::make_unique<AscendBackend>(*std::move(smi), options, clock));
-  }
+  if (smi) return make(*std::move(smi));
   return Unavailable(fmt::format(
       "ascend: neither DCMI nor npu-smi answers (DCMI: {}; npu-smi: {}): install the Ascend "
       "driver, which ships both (add /usr/local/Ascend/driver/lib64/driver to LD_LIBRARY_PATH "

@@ -616,6 +616,8 @@ Result<std::unique_ptr<DeviceBackend>> MakeNvmlBackend(const NvmlOptions& option
         text, rc));
   }
   auto backend = std::make_unique<NvmlBackend>(api, library, options, clock);
+  // Enumerated now, so that Describe() names the GPUs from the start.
+  ANXIN_TRY(backend->Enumerate());
   return std::unique_ptr<DeviceBackend>(std::move(backend));
 }
 
