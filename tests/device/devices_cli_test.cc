@@ -260,7 +260,8 @@ TEST(DevicesCliTest, AscendThroughDcmi) {
   EXPECT_THAT(r.stdout_text, HasSubstr("| anxin devices   ascend via dcmi (4 x Ascend910B2C)"));
   EXPECT_THAT(r.stdout_text,
               HasSubstr("| 1     910B2C              | OK            | -           37"));
-  EXPECT_THAT(r.stdout_text, HasSubstr("| 2     910B2C              | Lost          |"));
+  // A chip that is not ready does not even say its name.
+  EXPECT_THAT(r.stdout_text, HasSubstr("| 2                         | Lost          |"));
   EXPECT_THAT(r.stdout_text, HasSubstr("NPU 2: not ready (DCMI -8012"));
   EXPECT_THAT(r.stdout_text, HasSubstr("NPU 3: error code 80CB8009 (major)"));
 }
