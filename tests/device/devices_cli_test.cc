@@ -1,5 +1,6 @@
 // Runs the built `anxin` program (ANXIN_BINARY_DIR/anxin) the way a user
 // does and checks its output and exit status.
+#include <dlfcn.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -24,8 +25,7 @@ std::string Scenario(const char* name) {
 }
 
 TEST(DevicesCliTest, JsonOfAScenarioFile) {
-  auto r =
-      RunAnxin({"devices", "--scenario", Scenario("faults.yaml"), "--at", "75s", "--json"});
+  auto r = RunAnxin({"devices", "--scenario", Scenario("faults.yaml"), "--at", "75s", "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
   nlohmann::json j = nlohmann::json::parse(r.stdout_text);
   EXPECT_EQ(j["source"], "sim, scenario faults (8 x Ascend910C)");
@@ -55,8 +55,8 @@ TEST(DevicesCliTest, DefaultTableAndGlobalJsonFlag) {
 }
 
 TEST(DevicesCliTest, WatchPrintsFramesAsJsonLines) {
-  auto r = RunAnxin({"devices", "--scenario", "demo", "--at", "0s", "--watch", "--interval",
-                          "2s", "--count", "4", "--json"});
+  auto r = RunAnxin({"devices", "--scenario", "demo", "--at", "0s", "--watch", "--interval", "2s",
+                     "--count", "4", "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
   std::istringstream in(r.stdout_text);
   std::vector<nlohmann::json> frames;
@@ -71,8 +71,8 @@ TEST(DevicesCliTest, WatchPrintsFramesAsJsonLines) {
 }
 
 TEST(DevicesCliTest, WatchAsTextEndsWithWhatChanged) {
-  auto r = RunAnxin({"devices", "--scenario", "demo", "--at", "0s", "--watch", "--interval",
-                          "3s", "--count", "3"});
+  auto r = RunAnxin({"devices", "--scenario", "demo", "--at", "0s", "--watch", "--interval", "3s",
+                     "--count", "3"});
   ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
   EXPECT_THAT(r.stdout_text,
               HasSubstr("What changed in 6.0 s:\n  NPU 3: health OK -> Warning; temperature"));
@@ -123,6 +123,156 @@ TEST(DevicesCliTest, OtherBadInputIsExitTwo) {
   EXPECT_EQ(flag.exit_code, 2);
   auto demo = RunAnxin({"demo", "--seconds", "0"});
   EXPECT_EQ(demo.exit_code, 2);
+}
+
+// The nvml backend, with the fake libnvidia-ml.so.1 found through
+// LD_LIBRARY_PATH as a user's machine finds the real one.
+std::vector<std::string> FakeNvmlEnv() {
+  return {std::string("LD_LIBRARY_PATH=") + FAKE_NVML_DIR,
+          "ANXIN_FAKE_NVML_SCENARIO=" + SourcePath("tests/device/fake_nvml/h200-node.txt")};
+}
+
+// The keys of a device in the JSON document, to compare backends' shapes.
+std::vector<std::string> Keys(const nlohmann::json& device) {
+  std::vector<std::string> keys;
+  for (const auto& [k, v] : device.items()) keys.push_back(k);
+  return keys;
+}
+
+TEST(DevicesCliTest, NvmlTableFromTheDriverLibrary) {
+  auto r = RunAnxin({"devices", "--backend", "nvml"}, {.env = FakeNvmlEnv()});
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
+  EXPECT_THAT(r.stdout_text, HasSubstr("| anxin devices   nvml (4 x H200)"));
+  EXPECT_THAT(r.stdout_text, HasSubstr("| GPU   Name                | Health        |"));
+  EXPECT_THAT(r.stdout_text,
+              HasSubstr("| 0     H200                | OK            | 512.3       41"));
+  // Power not supported on GPU 1: a dash, not a made-up 0.
+  EXPECT_THAT(r.stdout_text,
+              HasSubstr("| 1     H200                | OK            | -           33"));
+  EXPECT_THAT(r.stdout_text, HasSubstr("| 2     unknown             | Lost          |"));
+  EXPECT_THAT(r.stdout_text,
+              HasSubstr("| 0                         | 0000:19:00.0  | 97          18 / 18"));
+  EXPECT_THAT(r.stdout_text, HasSubstr("GPU 2: lost (NVML_ERROR_GPU_IS_LOST)"));
+  EXPECT_THAT(r.stdout_text, HasSubstr("GPU 3: 88 C: at its 87 C throttle point"));
+  EXPECT_THAT(r.stdout_text, HasSubstr("GPU 3: link on port 5 is down"));
+}
+
+TEST(DevicesCliTest, NvmlJsonHasTheShapeOfSim) {
+  auto r = RunAnxin({"devices", "--backend", "nvml", "--json"}, {.env = FakeNvmlEnv()});
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
+  nlohmann::json j = nlohmann::json::parse(r.stdout_text);
+  EXPECT_EQ(j["source"], "nvml (4 x H200)");
+  ASSERT_EQ(j["devices"].size(), 4u);
+  EXPECT_EQ(j["devices"][0]["power_watts"], 512.3);
+  EXPECT_EQ(j["devices"][0]["hbm_used_bytes"], 86973087744ull);
+  EXPECT_TRUE(j["devices"][1]["power_watts"].is_null());
+  EXPECT_TRUE(j["devices"][1]["ecc"]["double_bit"].is_null());
+  EXPECT_EQ(j["devices"][2]["health"], "Lost");
+  EXPECT_EQ(j["devices"][3]["throttled"], true);
+  auto sim = RunAnxin({"devices", "--scenario", "h100-node", "--json"});
+  ASSERT_EQ(sim.exit_code, 0) << sim.stderr_text;
+  nlohmann::json s = nlohmann::json::parse(sim.stdout_text);
+  EXPECT_EQ(Keys(j), Keys(s));
+  EXPECT_EQ(Keys(j["devices"][0]), Keys(s["devices"][0]));
+}
+
+TEST(DevicesCliTest, NvmlWithoutTheLibraryIsExitThreeWithAdvice) {
+  auto r = RunAnxin({"devices", "--backend", "nvml"},
+                    {.env = {"ANXIN_NVML_LIBRARY=/nonexistent/libnvidia-ml.so.1"}});
+  EXPECT_EQ(r.exit_code, 3);
+  EXPECT_THAT(r.stderr_text, StartsWith("error: nvml: cannot load /nonexistent/libnvidia-ml.so.1"));
+  EXPECT_THAT(r.stderr_text, HasSubstr("install the NVIDIA driver"));
+  EXPECT_EQ(r.stderr_text.find('\n'), r.stderr_text.size() - 1) << r.stderr_text;
+  EXPECT_TRUE(r.stdout_text.empty());
+  auto driver = RunAnxin(
+      {"devices", "--backend", "nvml", "--json"},
+      {.env = {std::string("LD_LIBRARY_PATH=") + FAKE_NVML_DIR,
+               "ANXIN_FAKE_NVML_SCENARIO=" + SourcePath("tests/device/fake_nvml/no-driver.txt")}});
+  EXPECT_EQ(driver.exit_code, 3);
+  EXPECT_THAT(driver.stderr_text, HasSubstr("nvmlInit failed: Driver Not Loaded"));
+  // Where the loader finds no library at all (this machine has no driver).
+  void* real = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (real != nullptr) {
+    dlclose(real);
+    GTEST_SKIP() << "this machine has a real libnvidia-ml.so.1";
+  }
+  TempDir empty;
+  auto none =
+      RunAnxin({"devices", "--backend", "nvml"}, {.env = {"LD_LIBRARY_PATH=" + empty.path()}});
+  EXPECT_EQ(none.exit_code, 3);
+  EXPECT_THAT(none.stderr_text, StartsWith("error: nvml: cannot load libnvidia-ml.so.1"));
+}
+
+// The ascend backend's npu-smi fallback, with fake npu-smi and hccn_tool on
+// PATH printing a real capture.
+std::vector<std::string> FakeAscendEnv(const TempDir& dir, const char* capture) {
+  dir.Write("info.txt", ::anxin::testing::ReadTextFile(
+                            ::anxin::testing::FixturePath(std::string("ascend/") + capture)));
+  return {"PATH=" + SourcePath("tests/device/fake_ascend") + ":/usr/bin:/bin",
+          "ANXIN_FAKE_ASCEND_DIR=" + dir.path(), "ANXIN_DCMI_LIBRARY=/nonexistent/libdcmi.so"};
+}
+
+TEST(DevicesCliTest, AscendTableFromNpuSmi) {
+  TempDir dir;
+  dir.Write("health-7-0.txt", "Health Status : Alarm\nError Code : 80E01801\n");
+  dir.Write("link-2.txt", "link status: DOWN\n");
+  auto r = RunAnxin({"devices", "--backend", "ascend"},
+                    {.env = FakeAscendEnv(dir, "npu-smi-info-16x910B2C-busy.txt")});
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
+  EXPECT_THAT(r.stdout_text,
+              HasSubstr("| anxin devices   ascend via npu-smi 24.1.rc1 (16 x Ascend910B2C)"));
+  EXPECT_THAT(r.stdout_text, HasSubstr("| NPU   Name                | Health        |"));
+  EXPECT_THAT(r.stdout_text,
+              HasSubstr("| 0     910B2C              | OK            | 86.8        35"));
+  EXPECT_THAT(r.stdout_text,
+              HasSubstr("| 0                         | 0000:66:00.0  | 0           1 / 1"));
+  EXPECT_THAT(r.stdout_text, HasSubstr("| 7     910B2C              | Alarm         |"));
+  EXPECT_THAT(r.stdout_text, HasSubstr("NPU 7: error code 80E01801 (major)"));
+  EXPECT_THAT(r.stdout_text, HasSubstr("NPU 2: link on port 0 is down"));
+  EXPECT_THAT(r.stdout_text, HasSubstr("NPU 0: HBM 91% used"));
+}
+
+TEST(DevicesCliTest, AscendJsonHasTheShapeOfSim) {
+  TempDir dir;
+  auto r = RunAnxin({"devices", "--backend", "ascend", "--json"},
+                    {.env = FakeAscendEnv(dir, "npu-smi-info-1x910B4-idle.txt")});
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
+  nlohmann::json j = nlohmann::json::parse(r.stdout_text);
+  ASSERT_EQ(j["devices"].size(), 1u);
+  EXPECT_EQ(j["devices"][0]["index"], 5);
+  EXPECT_EQ(j["devices"][0]["model"], "Ascend910B4");
+  EXPECT_EQ(j["devices"][0]["power_watts"], 89.9);
+  EXPECT_TRUE(j["devices"][0]["core_clock_mhz"].is_null());
+  auto sim = RunAnxin({"devices", "--json"});
+  nlohmann::json s = nlohmann::json::parse(sim.stdout_text);
+  EXPECT_EQ(Keys(j), Keys(s));
+  EXPECT_EQ(Keys(j["devices"][0]), Keys(s["devices"][0]));
+}
+
+TEST(DevicesCliTest, AscendThroughDcmi) {
+  TempDir dir;
+  auto r = RunAnxin(
+      {"devices", "--backend", "ascend"},
+      {.env = {std::string("LD_LIBRARY_PATH=") + FAKE_DCMI_DIR,
+               "ANXIN_FAKE_DCMI_SCENARIO=" + SourcePath("tests/device/fake_dcmi/910b-node.txt"),
+               "ANXIN_FAKE_ASCEND_DIR=" + dir.path(), "PATH=/usr/bin:/bin"}});
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
+  EXPECT_THAT(r.stdout_text, HasSubstr("| anxin devices   ascend via dcmi (4 x Ascend910B2C)"));
+  EXPECT_THAT(r.stdout_text,
+              HasSubstr("| 1     910B2C              | OK            | -           37"));
+  // A chip that is not ready does not even say its name.
+  EXPECT_THAT(r.stdout_text, HasSubstr("| 2                         | Lost          |"));
+  EXPECT_THAT(r.stdout_text, HasSubstr("NPU 2: not ready (DCMI -8012"));
+  EXPECT_THAT(r.stdout_text, HasSubstr("NPU 3: error code 80CB8009 (major)"));
+}
+
+TEST(DevicesCliTest, AscendWithoutDriverIsExitThreeWithAdvice) {
+  auto r = RunAnxin({"devices", "--backend", "ascend"},
+                    {.env = {"PATH=/usr/bin:/bin", "ANXIN_DCMI_LIBRARY=/nonexistent/libdcmi.so"}});
+  EXPECT_EQ(r.exit_code, 3);
+  EXPECT_THAT(r.stderr_text, StartsWith("error: ascend: neither DCMI nor npu-smi answers"));
+  EXPECT_THAT(r.stderr_text, HasSubstr("install the Ascend driver"));
+  EXPECT_EQ(r.stderr_text.find('\n'), r.stderr_text.size() - 1) << r.stderr_text;
 }
 
 // Counts that make no sense, and options that only go with --watch, are

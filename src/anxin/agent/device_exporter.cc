@@ -12,7 +12,7 @@ using device::DeviceSample;
 using device::FaultEvent;
 using device::FaultKind;
 using device::Health;
-using device::IsReported;
+using device::Reported;
 using monitor::Counter;
 using monitor::Family;
 using monitor::Gauge;
@@ -169,7 +169,7 @@ std::optional<double> XidOf(const std::string& code) {
 
 void SetIfReported(Family<Gauge>* f, std::span<const std::string> labels, double v,
                    double scale = 1) {
-  if (f && IsReported(v)) f->WithLabels(labels).Set(v * scale);
+  if (f && Reported(v)) f->WithLabels(labels).Set(v * scale);
 }
 
 }  // namespace
@@ -355,9 +355,11 @@ void DeviceExporter::SampleOnce() {
       continue;
     }
     const DeviceSample& s = *r;
-    const double used = static_cast<double>(s.hbm_used_bytes);
-    g.memory_used->WithLabels(l).Set(used);
-    if (total > 0) g.memory_ratio->WithLabels(l).Set(used / total);
+    if (Reported(s.hbm_used_bytes)) {
+      const double used = static_cast<double>(s.hbm_used_bytes);
+      g.memory_used->WithLabels(l).Set(used);
+      if (total > 0) g.memory_ratio->WithLabels(l).Set(used / total);
+    }
     SetIfReported(g.temperature, l, s.temperature_celsius);
     SetIfReported(g.power, l, s.power_watts);
     SetIfReported(g.utilization, l, s.utilisation_percent, 0.01);
@@ -386,9 +388,12 @@ void DeviceExporter::SampleOnce() {
     }
     st.codes = std::move(codes);
     // Cumulative counts; a smaller one means the device reset its counters.
+    // Both series exist from the first sample (at 0), so that increase()
+    // in an alert rule sees the first error.
     auto ecc = [&](uint64_t now, uint64_t& before, const char* type) {
+      if (!Reported(now)) return;
       const uint64_t delta = now >= before ? now - before : now;
-      if (delta > 0) c.ecc->WithLabels(plus(type)).Inc(static_cast<double>(delta));
+      c.ecc->WithLabels(plus(type)).Inc(static_cast<double>(delta));
       before = now;
     };
     ecc(s.ecc.single_bit, st.ecc_single, "single_bit");

@@ -99,12 +99,14 @@ int Run(const Options& o, const GlobalOptions& g) {
 CommandMain Setup(CLI::App& app) {
   auto o = std::make_shared<Options>();
   app.add_option("--backend", o->backend,
-                 "device backend: sim (default; config device.backend, env ANXIN_DEVICE_BACKEND)");
+                 "device backend: sim (default), nvml (NVIDIA GPUs), ascend (Huawei NPUs) "
+                 "(config device.backend, env ANXIN_DEVICE_BACKEND)");
   app.add_option("--scenario", o->scenario,
                  "sim: scenario YAML file, or a built-in one: default (8 x Ascend910C), demo, "
                  "faults, h100-node (default: config device.scenario, env ANXIN_SCENARIO)");
   app.add_flag("--json", o->json, "print JSON (one document; JSON lines with --watch)");
-  CLI::Option* watch = app.add_flag("--watch", o->watch, "refresh until Ctrl-C (or --count frames)");
+  CLI::Option* watch =
+      app.add_flag("--watch", o->watch, "refresh until Ctrl-C (or --count frames)");
   app.add_option("--interval", o->interval, "refresh interval for --watch, e.g. 1s, 500ms")
       ->capture_default_str()
       ->needs(watch);

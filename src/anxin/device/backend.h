@@ -46,8 +46,8 @@ struct DeviceInfo {
   std::string pci_bus_id;  // "0000:C1:00.0"
   int numa_node = -1;      // -1 when unknown
   uint64_t hbm_total_bytes = 0;
-  double tdp_watts = 0;         // nominal board power
-  double throttle_celsius = 0;  // temperature at which the device slows itself down
+  double tdp_watts = 0;         // nominal board power; kNotReported when unknown
+  double throttle_celsius = 0;  // where the device slows itself down; kNotReported when unknown
 };
 
 // "NPU 3" (Huawei) or "GPU 3" (others), as the vendors' tools say it.
@@ -84,14 +84,17 @@ struct LinkState {
   bool up = true;
 };
 
-// A reading the device does not report (a sensor it lacks, a query its
-// driver answers with "not supported") is kNotReported (NaN) in the double
-// fields of DeviceSample. Consumers leave such a value out, never show it as
-// a number: test with IsReported.
+// A reading the device does not report (NVML answers "not supported", npu-smi
+// prints "-", DCMI returns -8255) is left out rather than made up: a double
+// reading is kNotReported (NaN), a byte or error count is kNotReportedCount.
+// Test with Reported(). Tables print such a value as "-", JSON as null, and
+// notes and change summaries skip it.
 inline constexpr double kNotReported = std::numeric_limits<double>::quiet_NaN();
-inline bool IsReported(double v) { return !std::isnan(v); }
+inline constexpr uint64_t kNotReportedCount = std::numeric_limits<uint64_t>::max();
+inline bool Reported(double v) { return !std::isnan(v); }
+inline bool Reported(uint64_t v) { return v != kNotReportedCount; }
 
-// One reading of a device's state.
+// One reading of a device's state. Any reading may be not reported (above).
 struct DeviceSample {
   int index = 0;
   Clock::TimePoint time;

@@ -35,14 +35,18 @@ std::string LiveView::ProgressLine(const Snapshot& snap) const {
       ++unreadable;
       continue;
     }
-    if (!hottest || r.sample->temperature_celsius > hottest->sample->temperature_celsius) {
+    if (Reported(r.sample->temperature_celsius) &&
+        (!hottest || r.sample->temperature_celsius > hottest->sample->temperature_celsius)) {
       hottest = &r;
     }
     auto ratio = [](const DeviceRow& x) {
-      return x.info.hbm_total_bytes ? double(x.sample->hbm_used_bytes) / x.info.hbm_total_bytes
-                                    : 0.0;
+      return x.info.hbm_total_bytes && Reported(x.sample->hbm_used_bytes)
+                 ? double(x.sample->hbm_used_bytes) / x.info.hbm_total_bytes
+                 : 0.0;
     };
-    if (!fullest || ratio(r) > ratio(*fullest)) fullest = &r;
+    if (Reported(r.sample->hbm_used_bytes) && (!fullest || ratio(r) > ratio(*fullest))) {
+      fullest = &r;
+    }
   }
   double t = first_ ? ToSeconds(snap.time - first_->time) : 0;
   std::string line = fmt::format("  t = {:4.1f} s", t);

@@ -5,6 +5,8 @@
 #include <map>
 #include <mutex>
 
+#include "anxin/device/ascend/ascend_backend.h"
+#include "anxin/device/nvml/nvml_backend.h"
 #include "anxin/device/sim/scenario.h"
 #include "anxin/device/sim/sim_backend.h"
 
@@ -28,6 +30,14 @@ Result<std::unique_ptr<DeviceBackend>> MakeSim(const BackendOptions& options) {
       std::make_unique<sim::SimBackend>(std::move(scenario), clock));
 }
 
+Result<std::unique_ptr<DeviceBackend>> MakeNvml(const BackendOptions& options) {
+  return nvml::MakeNvmlBackend({}, options.clock ? *options.clock : RealClock());
+}
+
+Result<std::unique_ptr<DeviceBackend>> MakeAscend(const BackendOptions& options) {
+  return ascend::MakeAscendBackend({}, options.clock ? *options.clock : RealClock());
+}
+
 // The built-in backends are listed here rather than registered from static
 // initialisers, which a static library's linker would drop.
 Registry& TheRegistry() {
@@ -35,6 +45,10 @@ Registry& TheRegistry() {
     auto* reg = new Registry();
     reg->entries.emplace(
         "sim", Entry{"simulated devices driven by a scenario file (--scenario)", MakeSim});
+    reg->entries.emplace(
+        "ascend", Entry{"Huawei Ascend NPUs through DCMI, or npu-smi and hccn_tool", MakeAscend});
+    reg->entries.emplace("nvml",
+                         Entry{"NVIDIA GPUs through the driver's libnvidia-ml.so.1", MakeNvml});
     return reg;
   }();
   return *r;

@@ -24,9 +24,9 @@ TEST(RegistryTest, SimIsTheDefaultAndRunsTheDefaultScenario) {
 }
 
 TEST(RegistryTest, UnknownBackendListsTheKnownOnes) {
-  EXPECT_THAT(
-      CreateBackend("nvlm", {}),
-      HasCode(ErrorCode::kInvalidArgument, HasSubstr("unknown device backend 'nvlm' (known: sim")));
+  EXPECT_THAT(CreateBackend("nvlm", {}),
+              HasCode(ErrorCode::kInvalidArgument,
+                      HasSubstr("unknown device backend 'nvlm' (known: ascend, nvml, sim")));
 }
 
 TEST(RegistryTest, BadScenarioComesBackFromTheFactory) {

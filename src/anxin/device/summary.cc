@@ -39,7 +39,10 @@ std::vector<std::string> Compare(const DeviceInfo& info, const DeviceSample& a,
     }
     parts.push_back(std::move(p));
   }
-  double dh = static_cast<double>(b.hbm_used_bytes) - static_cast<double>(a.hbm_used_bytes);
+  // Readings left out (kNotReported, NaN) compare false and drop out here.
+  double dh = Reported(a.hbm_used_bytes) && Reported(b.hbm_used_bytes)
+                  ? static_cast<double>(b.hbm_used_bytes) - static_cast<double>(a.hbm_used_bytes)
+                  : 0;
   if (std::abs(dh) >= kNotableHbmBytes) {
     double ratio = info.hbm_total_bytes ? b.hbm_used_bytes / double(info.hbm_total_bytes) : 0;
     std::string p = fmt::format(
@@ -71,11 +74,13 @@ std::vector<std::string> Compare(const DeviceInfo& info, const DeviceSample& a,
       }
     }
   }
-  if (b.ecc.double_bit > a.ecc.double_bit) {
+  if (Reported(a.ecc.double_bit) && Reported(b.ecc.double_bit) &&
+      b.ecc.double_bit > a.ecc.double_bit) {
     parts.push_back(
         fmt::format("{} new double-bit ECC errors", b.ecc.double_bit - a.ecc.double_bit));
   }
-  if (b.ecc.single_bit > a.ecc.single_bit) {
+  if (Reported(a.ecc.single_bit) && Reported(b.ecc.single_bit) &&
+      b.ecc.single_bit > a.ecc.single_bit) {
     parts.push_back(
         fmt::format("{} new single-bit ECC errors", b.ecc.single_bit - a.ecc.single_bit));
   }

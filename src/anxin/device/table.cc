@@ -58,8 +58,28 @@ const char* TemperatureColor(const DeviceSample& s, const DeviceInfo& info) {
   return nullptr;
 }
 
+double Round1(double v) { return std::round(v * 10) / 10; }
+
 double HbmRatio(const DeviceSample& s, const DeviceInfo& info) {
-  return info.hbm_total_bytes ? static_cast<double>(s.hbm_used_bytes) / info.hbm_total_bytes : 0;
+  return info.hbm_total_bytes && Reported(s.hbm_used_bytes)
+             ? static_cast<double>(s.hbm_used_bytes) / info.hbm_total_bytes
+             : 0;
+}
+
+// A reading for the table: "-" when the device does not report it.
+std::string Show(double v, int decimals) {
+  return Reported(v) ? fmt::format("{:.{}f}", v, decimals) : "-";
+}
+std::string ShowMiB(uint64_t bytes) {
+  return Reported(bytes) ? fmt::format("{:.0f}", bytes / kMiB) : "-";
+}
+
+// A reading for JSON: null when not reported.
+nlohmann::json Json1(double v) {
+  return Reported(v) ? nlohmann::json(Round1(v)) : nlohmann::json(nullptr);
+}
+nlohmann::json JsonCount(uint64_t v) {
+  return Reported(v) ? nlohmann::json(v) : nlohmann::json(nullptr);
 }
 
 std::string ShortModel(const DeviceInfo& info) {
@@ -73,8 +93,6 @@ int LinksUp(const DeviceSample& s) {
   return static_cast<int>(
       std::count_if(s.links.begin(), s.links.end(), [](const LinkState& l) { return l.up; }));
 }
-
-double Round1(double v) { return std::round(v * 10) / 10; }
 
 }  // namespace
 
@@ -134,7 +152,7 @@ std::vector<std::string> Notes(const Snapshot& snap) {
         if (!l.up) notes.push_back(fmt::format("{}: link on port {} is down", label, l.port));
       }
     }
-    if (s.ecc.double_bit > 0) {
+    if (Reported(s.ecc.double_bit) && s.ecc.double_bit > 0) {
       notes.push_back(
           fmt::format("{}: {} uncorrectable (double-bit) HBM ECC errors", label, s.ecc.double_bit));
     }
@@ -173,18 +191,17 @@ std::string RenderTable(const Snapshot& snap, const TableStyle& style) {
                          "-", "-", fmt::format("- / {}", total_mb));
     } else {
       const DeviceSample& s = *row.sample;
-      std::string temp = fmt::format("{:.0f}", s.temperature_celsius);
-      std::string hbm =
-          fmt::format("{:<5}/ {}", fmt::format("{:.0f}", s.hbm_used_bytes / kMiB), total_mb);
+      std::string temp = Show(s.temperature_celsius, 0);
+      std::string hbm = fmt::format("{:<5}/ {}", ShowMiB(s.hbm_used_bytes), total_mb);
       double ratio = HbmRatio(s, info);
       int up = LinksUp(s);
       std::string links = fmt::format("{} / {}", up, s.links.size());
-      out += fmt::format("| {:<6}{:<20}| {}| {:<12}{}{:<21}|\n", info.index, ShortModel(info),
-                         Cell(HealthName(s.health), 14, HealthColor(row.sample), c),
-                         fmt::format("{:.1f}", s.power_watts),
-                         Cell(temp, 18, TemperatureColor(s, info), c), numa);
+      out +=
+          fmt::format("| {:<6}{:<20}| {}| {:<12}{}{:<21}|\n", info.index, ShortModel(info),
+                      Cell(HealthName(s.health), 14, HealthColor(row.sample), c),
+                      Show(s.power_watts, 1), Cell(temp, 18, TemperatureColor(s, info), c), numa);
       out += fmt::format("| {:<6}{:<20}| {:<14}| {:<12}{}{}|\n", 0, "", info.pci_bus_id,
-                         fmt::format("{:.0f}", s.utilisation_percent),
+                         Show(s.utilisation_percent, 0),
                          Cell(links, 18, up < static_cast<int>(s.links.size()) ? kRed : nullptr, c),
                          Cell(hbm, 21, ratio > kHbmAlertRatio ? kRed : nullptr, c));
     }
@@ -212,8 +229,8 @@ nlohmann::json SnapshotToJson(const Snapshot& snap) {
         {"pci_bus_id", info.pci_bus_id},
         {"numa_node", info.numa_node},
         {"hbm_total_bytes", info.hbm_total_bytes},
-        {"tdp_watts", info.tdp_watts},
-        {"throttle_celsius", info.throttle_celsius},
+        {"tdp_watts", Json1(info.tdp_watts)},
+        {"throttle_celsius", Json1(info.throttle_celsius)},
     };
     if (!row.sample) {
       d["health"] = "Lost";
@@ -223,12 +240,12 @@ nlohmann::json SnapshotToJson(const Snapshot& snap) {
     }
     const DeviceSample& s = *row.sample;
     d["health"] = std::string(HealthName(s.health));
-    d["hbm_used_bytes"] = s.hbm_used_bytes;
-    d["temperature_celsius"] = Round1(s.temperature_celsius);
-    d["power_watts"] = Round1(s.power_watts);
-    d["utilisation_percent"] = Round1(s.utilisation_percent);
-    d["core_clock_mhz"] = Round1(s.core_clock_mhz);
-    d["memory_clock_mhz"] = Round1(s.memory_clock_mhz);
+    d["hbm_used_bytes"] = JsonCount(s.hbm_used_bytes);
+    d["temperature_celsius"] = Json1(s.temperature_celsius);
+    d["power_watts"] = Json1(s.power_watts);
+    d["utilisation_percent"] = Json1(s.utilisation_percent);
+    d["core_clock_mhz"] = Json1(s.core_clock_mhz);
+    d["memory_clock_mhz"] = Json1(s.memory_clock_mhz);
     d["throttled"] = s.throttled;
     nlohmann::json codes = nlohmann::json::array();
     for (const DeviceErrorCode& e : s.error_codes) {
@@ -237,7 +254,8 @@ nlohmann::json SnapshotToJson(const Snapshot& snap) {
                        {"text", e.text}});
     }
     d["error_codes"] = std::move(codes);
-    d["ecc"] = {{"single_bit", s.ecc.single_bit}, {"double_bit", s.ecc.double_bit}};
+    d["ecc"] = {{"single_bit", JsonCount(s.ecc.single_bit)},
+                {"double_bit", JsonCount(s.ecc.double_bit)}};
     nlohmann::json links = nlohmann::json::array();
     for (const LinkState& l : s.links) links.push_back({{"port", l.port}, {"up", l.up}});
     d["links"] = std::move(links);

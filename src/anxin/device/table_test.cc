@@ -137,6 +137,29 @@ TEST(TableTest, JsonHasEveryField) {
   EXPECT_FALSE(j["devices"][7].contains("temperature_celsius"));
 }
 
+TEST(TableTest, ReadingsNotReportedAreDashesAndNulls) {
+  Node node("h100-node");
+  Snapshot snap = node.At(0);
+  ASSERT_TRUE(snap.rows[0].sample);
+  DeviceSample& s = *snap.rows[0].sample;
+  s.power_watts = kNotReported;
+  s.utilisation_percent = kNotReported;
+  s.temperature_celsius = kNotReported;
+  s.hbm_used_bytes = kNotReportedCount;
+  s.ecc = {kNotReportedCount, kNotReportedCount};
+  std::string table = RenderTable(snap);
+  EXPECT_THAT(table, HasSubstr("| 0     H100                | OK            | -           -     "));
+  EXPECT_THAT(table, ::testing::ContainsRegex("\\| -           [0-9]+ / [0-9]+ +- +/ 81559 +\\|"));
+  EXPECT_THAT(table, Not(HasSubstr("nan")));
+  EXPECT_THAT(table, Not(HasSubstr("GPU 0:")));  // no notes from readings that are not there
+  nlohmann::json j = SnapshotToJson(snap)["devices"][0];
+  EXPECT_TRUE(j["power_watts"].is_null());
+  EXPECT_TRUE(j["temperature_celsius"].is_null());
+  EXPECT_TRUE(j["hbm_used_bytes"].is_null());
+  EXPECT_TRUE(j["ecc"]["double_bit"].is_null());
+  EXPECT_FALSE(j["core_clock_mhz"].is_null());
+}
+
 TEST(TableTest, FormatTimeIsUtcWithMilliseconds) {
   EXPECT_EQ(FormatTime(Clock::TimePoint(1'800'000'000'250ms)), "2027-01-15T08:00:00.250Z");
 }
