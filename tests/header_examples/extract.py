@@ -68,7 +68,14 @@ def example_lines(text):
         comment.append(line[2:])
     code = []
     block, blanks, after_blank = [], 0, True
-    for body in comment + [""]:
+
+    def end_block():
+        # A sample that is not C++ (a YAML file, a shell session) names its
+        # kind on its first line: '//   [yaml]'.
+        if block and not re.fullmatch(r"\[[a-z]+\]", block[0].strip()):
+            code.extend(block)
+
+    for body in comment:
         if body.startswith("   ") and (block or after_blank):
             block.extend([""] * blanks)
             blanks = 0
@@ -77,14 +84,11 @@ def example_lines(text):
         if body.strip() == "" and block:
             blanks += 1
             continue
-        if block:
-            # A sample that is not C++ (a YAML file, a shell session) names its
-            # kind on its first line: '//   [yaml]'.
-            if not re.fullmatch(r"\[[a-z]+\]", block[0].strip()):
-                code.extend(block)
-            block, blanks = [], 0
+        end_block()
+        block, blanks = [], 0
         # A line indented under prose (a list item's second line) is prose too.
         after_blank = body.strip() == ""
+    end_block()  # an example may end the comment
     return code
 
 
