@@ -3,16 +3,19 @@
 //
 //   #include "anxin/compare/api.h"
 //
-//   TEST(MyLayerNorm, MatchesReference) {
-//     std::vector<uint16_t> out = RunKernelBf16(x);        // bfloat16 bits
-//     std::vector<float> ref = LayerNormReference(x);
-//     auto r = anxin::compare::CompareBuffers(
-//         anxin::compare::DType::kBFloat16, out.data(), anxin::compare::DType::kFloat32,
-//         ref.data(), out.size());
-//     EXPECT_NE(r.verdict, anxin::compare::Verdict::kFail) << r.Summary();
-//   }
+//   #include <gtest/gtest.h>
+//
+//   // In a test: the kernel's bfloat16 output (raw bits) against a float32
+//   // reference computed on the host.
+//   std::vector<uint16_t> out(1024, 0x3f80);   // 1.0 in bfloat16
+//   std::vector<float> ref(1024, 1.0f);
+//   auto r = anxin::compare::CompareBuffers(
+//       anxin::compare::DType::kBFloat16, out.data(), anxin::compare::DType::kFloat32,
+//       ref.data(), out.size());
+//   EXPECT_NE(r.verdict, anxin::compare::Verdict::kFail) << r.Summary();
 //
 //   // Same dtype on both sides, typed spans:
+//   std::vector<float> out_f32(64, 0.5f), ref_f32(64, 0.5f);
 //   auto r2 = anxin::compare::CompareSpans<float>(out_f32, ref_f32);
 //
 // Metrics and verdict rules are those of `anxin compare` (metrics.h,

@@ -1,6 +1,15 @@
 // Applying doctor's safe host fixes: stopping irqbalance and writing
 // /proc/irq/N/smp_affinity_list. Nothing here ever talks to a switch.
 //
+//   #include "anxin/doctor/process_runner.h"
+//
+//   Report report;                                        // from RunChecks (report.h)
+//   host::HostRoot root;                                  // the live "/"
+//   CommandRunner runner = [](const std::vector<std::string>& argv,
+//                             double timeout_s) -> Result<std::string> {
+//     ANXIN_ASSIGN_OR_RETURN(ProcessOutput out, RunProcess(argv, timeout_s));
+//     return out.out;
+//   };
 //   auto actions = CollectFixes(report);                  // in check order
 //   for (const FixOutcome& o : ApplyFixes(actions, root, /*apply=*/false, runner))
 //     std::cout << o.action.Render() << "\n";             // dry run: the exact commands

@@ -2,6 +2,7 @@
 // HostFacts; the registry adds the check's id, why-it-matters and fix text to
 // what it returns.
 //
+//   HostFacts facts;                                      // from CollectFacts (facts.h)
 //   const CheckRegistry& r = BuiltinChecks();
 //   for (const Check& c : r.checks()) Finding f = r.Run(c, facts);
 //   const Check* c = r.Find("irq.irqbalance");

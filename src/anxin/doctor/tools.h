@@ -2,7 +2,7 @@
 // the live tools through an argv + timeout runner, or files captured in a
 // host tree under ROOT/anxin-captures/ so that fixtures replay real outputs.
 //
-//   auto tools = MakeToolSource(HostRoot("/"), /*timeout_s=*/5);
+//   auto tools = MakeToolSource(host::HostRoot("/"), /*timeout_s=*/5);
 //   ANXIN_ASSIGN_OR_RETURN(std::string out, tools->Run({"mlnx_qos", "-i", "eth2"}));
 //
 // Captured layout (tests/fixtures/doctor/host_a/anxin-captures):
