@@ -26,7 +26,9 @@ Free names must be declared by the example itself. An example whose first
 line starts with 'namespace', 'struct' or 'class' is put in that namespace at
 file scope instead (it shows declarations, e.g. how a command registers).
 Namespaces follow the directory: src/anxin/device/sim/ -> anxin::device::sim;
-src/anxin/base/ and include/anxin/ -> anxin.
+src/anxin/base/ and include/anxin/ -> anxin; a header that declares no such
+namespace gives its own first anxin one (src/anxin/serve/loadgen/ ->
+anxin::loadgen).
 
 Usage: extract.py OUT_DIR SOURCE_ROOT HEADER...
 Writes OUT_DIR/<directory with '/' as '_'>.cc, e.g. src_anxin_comm.cc, and
@@ -92,13 +94,21 @@ def example_lines(text):
     return code
 
 
-def module_namespace(directory):
-    # src/anxin/device/sim -> anxin::device::sim; src/anxin/base and include/anxin -> anxin
+def module_namespace(directory, text):
+    # src/anxin/device/sim -> anxin::device::sim; src/anxin/base and include/anxin -> anxin;
+    # the header's own first anxin namespace when it declares none of those
+    # (src/anxin/serve/loadgen/ is anxin::loadgen).
     parts = directory.split("/")
     parts = parts[2:] if parts[0] == "src" else []
     if parts[:1] == ["base"]:  # base is namespace anxin itself
         parts = parts[1:]
-    return "::".join(["anxin"] + parts)
+    namespace = "::".join(["anxin"] + parts)
+    if namespace != "anxin" and not re.search(
+            r"^namespace " + re.escape(namespace) + r"(::\w+)* \{", text, re.M):
+        declared = re.search(r"^namespace (anxin(::\w+)*) \{", text, re.M)
+        if declared:
+            namespace = declared.group(1)
+    return namespace
 
 
 def include_path(relative):
@@ -128,14 +138,15 @@ def module_text(directory, relatives, root):
     includes, examples = [], []
     for relative in relatives:
         with open(os.path.join(root, relative), encoding="utf-8") as f:
-            code = example_lines(f.read())
+            text = f.read()
+        code = example_lines(text)
         # '#include' lines of the example go to the top of the file.
         for line in code:
             if line.lstrip().startswith("#include") and line.strip() not in includes:
                 includes.append(line.strip())
         code = [l for l in code if not l.lstrip().startswith("#include")]
         stem = re.sub(r"[^A-Za-z0-9_]", "_", os.path.splitext(os.path.basename(relative))[0])
-        namespace = "{}::header_example_{}".format(module_namespace(directory), stem)
+        namespace = "{}::header_example_{}".format(module_namespace(directory, text), stem)
         examples.append(example_text(namespace, code))
     text = PRELUDE.format(
         directory=directory,
