@@ -4,7 +4,9 @@
 // function-typed seam (ProcessRunner in multi_host.h) lets tests fake it.
 //
 //   ANXIN_ASSIGN_OR_RETURN(ProcessOutput out, RunProcess({"mlnx_qos", "-i", "eth2"}, 5.0));
-//   if (out.exit_code != 0) return Unavailable("mlnx_qos exited with " + std::to_string(out.exit_code));
+//   if (out.exit_code != 0) {
+//     return Unavailable("mlnx_qos exited with " + std::to_string(out.exit_code));
+//   }
 //
 // The child runs in its own process group; on timeout the whole group is
 // stopped (ssh's children too) and the result is kDeadlineExceeded. A program

@@ -5,7 +5,8 @@
 //   ANXIN_ASSIGN_OR_RETURN(InterruptTable t, ParseInterrupts(text));
 //   for (const IrqLine& l : t.irqs) {
 //     for (size_t i = 0; i < l.counts.size(); ++i) {
-//       std::printf("irq %d cpu %d: %lld\n", l.irq, t.cpu_ids[i], static_cast<long long>(l.counts[i]));
+//       std::printf("irq %d cpu %d: %lld\n", l.irq, t.cpu_ids[i],
+//                   static_cast<long long>(l.counts[i]));
 //     }
 //   }
 #ifndef ANXIN_HOST_INTERRUPTS_H_

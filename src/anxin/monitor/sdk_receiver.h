@@ -12,8 +12,10 @@
 //   SdkReceiverOptions opts{.socket_path = "/run/anxin/agent.sock"};
 //   opts.registry = &registry;                      // self-metrics, optional
 //   std::atomic<uint64_t> events{0};
-//   ANXIN_ASSIGN_OR_RETURN(auto receiver, SdkReceiver::Start(opts,
-//       [&](const SdkDatagram& d, std::span<const uint8_t> /*raw*/) { events += d.events.size(); }));
+//   auto on_datagram = [&](const SdkDatagram& d, std::span<const uint8_t> /*raw*/) {
+//     events += d.events.size();
+//   };
+//   ANXIN_ASSIGN_OR_RETURN(auto receiver, SdkReceiver::Start(opts, on_datagram));
 //   // ... the receiver's thread calls back for every accepted datagram ...
 //   receiver->Stop();                               // or let it go out of scope
 //
