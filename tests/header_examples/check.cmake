@@ -1,7 +1,7 @@
-# Passes when the example of every header (SOURCES, comma-separated) was
-# generated and compiled into OBJECTS after it was last generated: the build
-# compiles them and a stale example fails the build itself; one that was not
-# compiled fails here.
+# Passes when every generated file of header examples (SOURCES, comma-separated;
+# one per header directory) exists and was compiled into OBJECTS after it was
+# last generated: the build compiles them and a stale example fails the build
+# itself; a file that was not compiled fails here.
 string(REPLACE "," ";" _files "${SOURCES}")
 list(LENGTH _files _n)
 if(_n EQUAL 0)
@@ -14,4 +14,4 @@ foreach(_f ${_files})
     message(FATAL_ERROR "${_name} has not been compiled since it was generated; build the tests")
   endif()
 endforeach()
-message(STATUS "${_n} header examples compiled")
+message(STATUS "header examples of ${_n} directories compiled")

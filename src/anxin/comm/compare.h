@@ -6,7 +6,9 @@
 //   ANXIN_ASSIGN_OR_RETURN(CommRun before, LoadResult("before.json"));
 //   ANXIN_ASSIGN_OR_RETURN(CommRun after, LoadResult("after.txt"));   // nccl-tests output
 //   CompareReport r = CompareRuns(before, after);
-//   if (r.worst_busbw_change_pct && *r.worst_busbw_change_pct < -10) ...
+//   if (r.worst_bw_change_pct && *r.worst_bw_change_pct < -10) {
+//     std::printf("%s dropped %.1f%%\n", r.bw_kind.c_str(), -*r.worst_bw_change_pct);
+//   }
 //
 // Thread safety: pure functions.
 #ifndef ANXIN_COMM_COMPARE_H_

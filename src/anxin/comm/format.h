@@ -4,6 +4,8 @@
 // scripts written for nccl-tests read it; anxin's p50/p99 columns follow at the
 // end of each line.
 //
+//   CommRun run;       // from a run, an import or a saved JSON file
+//   SweepReport sweep;  // from --algo all
 //   std::string text = FormatRun(run);           // the whole report
 //   std::string csv = FormatCsv(run);            // one line per size
 //   std::printf("%s", FormatSweep(sweep).c_str());

@@ -17,6 +17,9 @@
 //   failed -> 1 (it prints no count), NULL -> not checked. It prints neither the
 //   rank count nor busbw: give ranks to get busbw.
 //
+//   #include "anxin/base/file.h"
+//
+//   std::string path = "all_reduce_perf.txt";
 //   ANXIN_ASSIGN_OR_RETURN(std::string text, ReadFile(path));
 //   ANXIN_ASSIGN_OR_RETURN(std::vector<CommRun> runs, ImportText(text, path, {}));
 //

@@ -10,12 +10,18 @@
 //   itself (BuildLaunch, RunLaunch) under a deadline, forwards rank 0's output
 //   and turns a dead or stuck rank into one error line.
 //
-//   ANXIN_ASSIGN_OR_RETURN(std::string worker, FindWorker("mpi"));
-//   ANXIN_ASSIGN_OR_RETURN(std::string mpirun, FindMpirun());
-//   LaunchRequest req{.mpirun = mpirun, .worker = worker, .ranks = 4, .spec = spec_json};
+//   #include <cstdlib>
+//   #include "anxin/comm/options.h"
+//
+//   Getenv getenv = [](const char* name) { return std::getenv(name); };
+//   ANXIN_ASSIGN_OR_RETURN(std::string worker, FindWorker("mpi", getenv));
+//   ANXIN_ASSIGN_OR_RETURN(std::string mpirun, FindMpirun(getenv));
+//   std::string spec = ToJson(BenchOptions{}).dump();
+//   LaunchRequest req{.mpirun = mpirun, .worker = worker, .ranks = 4, .spec = spec};
 //   LaunchPlan plan = BuildLaunch(req);
-//   ANXIN_ASSIGN_OR_RETURN(LaunchResult r, RunLaunch(plan, 600s, print_line));
-//   return r.status;   // the worker's exit status (0, 1 for a failed check)
+//   auto print_line = [](const std::string& line) { std::printf("%s\n", line.c_str()); };
+//   ANXIN_ASSIGN_OR_RETURN(LaunchResult r, RunLaunch(plan, 600s, print_line, print_line));
+//   int exit_status = r.status;   // the worker's exit status (0, 1 for a failed check)
 //
 // The worker, when launched this way, ends rank 0's output with one line
 // "@@anxin-comm-status N" (kStatusMarker) that RunLaunch removes: mpirun's own

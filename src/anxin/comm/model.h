@@ -9,7 +9,7 @@
 //   run.op = CollOp::kAllReduce;
 //   run.ranks = 8;
 //   double algbw = AlgBandwidth(1 << 20, 125.0);            // GB/s, 1e9 bytes
-//   double busbw = algbw * BusBandwidthFactor(run.op, run.ranks);
+//   double busbw = algbw * BusBandwidthFactor(*run.op, run.ranks);
 //   nlohmann::json j = ToJson(run);
 //   ANXIN_ASSIGN_OR_RETURN(CommRun back, CommRunFromJson(j, "run.json"));
 //

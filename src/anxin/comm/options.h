@@ -8,7 +8,9 @@
 //   ANXIN_TRY(Validate(o));
 //   std::string spec = ToJson(o).dump();                        // -> worker --spec
 //   ANXIN_ASSIGN_OR_RETURN(BenchOptions back, BenchOptionsFromJson(spec));
-//   for (uint64_t bytes : SweepSizes(o)) ...
+//   for (uint64_t bytes : SweepSizes(o)) {
+//     // one row of the sweep: CallCount(o.op, bytes, o.type, ranks) elements
+//   }
 //
 // Thread safety: plain values and pure functions.
 #ifndef ANXIN_COMM_OPTIONS_H_

@@ -3,9 +3,12 @@
 // percentiles, the slow-rank finding from arrival skew, outliers of the
 // pairwise link matrix, algorithm crossovers and soak drift.
 //
-//   std::vector<double> times = {...};
+//   std::vector<double> times = {120.5, 118.0, 131.2, 119.4};  // us
 //   double p99 = Percentile(times, 99);
 //   // arrivals[k * ranks + r]: when rank r entered collective k (us, aligned clocks)
+//   int ranks = 2;
+//   std::vector<std::string> hosts = {"node-a", "node-a"};
+//   std::vector<double> arrivals = {0, 450, 1000, 1480};
 //   SkewReport skew = AnalyzeSkew(arrivals, ranks, hosts, {.min_late_us = 100});
 //   if (skew.slow_rank) std::printf("%s\n", skew.why.c_str());
 //

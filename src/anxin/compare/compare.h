@@ -4,7 +4,10 @@
 //   ANXIN_ASSIGN_OR_RETURN(Dump npu, LoadDump("npu/step0/rank0", {}));
 //   ANXIN_ASSIGN_OR_RETURN(Dump gpu, LoadDump("gpu/step0/rank0", {}));
 //   CompareReport report = CompareDumps(npu, gpu, CompareOptions{});
-//   if (report.fail > 0) ...   // report.first_divergence names the first bad op
+//   if (report.fail > 0 && report.first_divergence) {
+//     const PairResult& first = report.pairs[*report.first_divergence];
+//     std::printf("first divergence: %s (%s)\n", first.name.c_str(), first.op.c_str());
+//   }
 //
 // Work is split into chunks of a few MiB across and within tensors; the
 // metric kernel decodes each chunk's stored dtype itself, in L1-sized blocks

@@ -5,8 +5,9 @@
 // and byte-swapped data, reaches it as float64 from ConvertToDouble, which
 // decodes half-precision and fp8 formats in software.
 //
+//   std::vector<uint8_t> bytes(512);   // 256 bfloat16 values, little-endian
 //   double buf[256];
-//   ConvertToDouble(DType::kBFloat16, bytes, /*swap_bytes=*/false, 256, buf);
+//   ConvertToDouble(DType::kBFloat16, bytes.data(), /*swap_bytes=*/false, 256, buf);
 //
 // Thread safety: all functions are pure.
 #ifndef ANXIN_COMPARE_DTYPE_H_

@@ -3,7 +3,9 @@
 //
 //   LoadOptions opts;
 //   ANXIN_ASSIGN_OR_RETURN(Dump npu, LoadDump("npu_dump/step0/rank0", opts));
-//   for (const Tensor& t : npu.tensors) ...  // in execution order
+//   for (const Tensor& t : npu.tensors) {   // in execution order
+//     std::printf("%s\n", t.name.c_str());
+//   }
 //
 // What a path is, is decided from the path itself:
 //   *.npy, *.npz, *.safetensors         one file

@@ -1,5 +1,9 @@
 // Pairs the tensors of two dumps.
 //
+//   #include "anxin/compare/dump.h"
+//
+//   ANXIN_ASSIGN_OR_RETURN(Dump npu, LoadDump("npu/step0/rank0", {}));
+//   ANXIN_ASSIGN_OR_RETURN(Dump gpu, LoadDump("gpu/step0/rank0", {}));
 //   MatchOptions opts;
 //   opts.fuzzy = true;                                   // msprobe's fuzzy mode
 //   ANXIN_ASSIGN_OR_RETURN(opts.renames, LoadRenames("map.yaml"));
@@ -12,6 +16,7 @@
 // and pairs the k-th occurrence on one side with the k-th on the other. A
 // rename file maps layer names on the output side to the reference's names:
 //
+//   [yaml]
 //   # out name fragment: ref name fragment (applied in order, first match wins)
 //   Module.block1.conv_a: Module.layer1.0.conv1
 //

@@ -2,9 +2,13 @@
 // accumulated in float64 (reference.md, "Accuracy compare").
 //
 //   MetricParams params = MetricParams::For(DType::kFloat16, DType::kFloat32);
+//   std::vector<double> out_block(256, 1.0), ref_block(256, 1.0);
+//   std::vector<uint16_t> out_f16(256, 0x3c00);   // 1.0 in float16
+//   std::vector<float> ref_f32(256, 1.0f);
+//   size_t n = 256;
 //   MetricAccumulator acc;
-//   acc.Add(params, out_block, ref_block, n);   // float64 blocks, any number
-//   acc.Add(params, DType::kFloat16, out_bytes, DType::kFloat32, ref_bytes, n);
+//   acc.Add(params, out_block.data(), ref_block.data(), n);   // float64 blocks, any number
+//   acc.Add(params, DType::kFloat16, out_f16.data(), DType::kFloat32, ref_f32.data(), n);
 //   Metrics m = acc.Finish(params);
 //
 // Conventions, chosen to match msprobe and torch.testing:

@@ -1,7 +1,9 @@
 // Reader for NumPy .npy files (format versions 1, 2 and 3).
 //
 //   ANXIN_ASSIGN_OR_RETURN(auto file, MappedFile::Open("out.npy"));
-//   ANXIN_ASSIGN_OR_RETURN(Tensor t, ParseNpy(file, file->bytes(), {}));
+//   ANXIN_ASSIGN_OR_RETURN(Tensor t, ParseNpy(file, file->bytes(), "out.npy", {}));
+//   // or, with the PATH.dtype sidecar honoured:
+//   ANXIN_ASSIGN_OR_RETURN(Tensor u, ReadNpyFile("out.npy", {}));
 //
 // Every numeric dtype in either byte order, Fortran order and 0-d arrays are
 // accepted; object arrays (|O) and structured dtypes are rejected. Raw

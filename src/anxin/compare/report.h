@@ -2,8 +2,11 @@
 // self-contained HTML page (inline CSS and JavaScript, no network access)
 // with a sortable table and a chart of the error along execution order.
 //
+//   #include "anxin/base/file.h"
+//
+//   CompareReport report;   // from CompareDumps (compare.h)
 //   PrintTable(report, stdout, /*limit=*/20);
-//   ANXIN_TRY(WriteFileAtomic("report.html", RenderHtml(report)));  // anxin/base/file.h
+//   ANXIN_TRY(WriteFileAtomic("report.html", RenderHtml(report)));
 //   std::string json = ToJson(report).dump(2);
 #ifndef ANXIN_COMPARE_REPORT_H_
 #define ANXIN_COMPARE_REPORT_H_

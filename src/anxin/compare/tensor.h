@@ -1,9 +1,16 @@
 // A tensor as found in a dump: either a view of raw elements (usually inside a
 // memory-mapped file) or only its summary statistics (msprobe statistics mode).
 //
+//   #include <algorithm>
+//   #include "anxin/compare/npy.h"
+//
 //   ANXIN_ASSIGN_OR_RETURN(auto file, MappedFile::Open("out.npy"));
-//   ANXIN_ASSIGN_OR_RETURN(Tensor t, ParseNpy(file, {}));
-//   for (uint64_t i = 0; i < t.NumElements(); i += 4096) t.ReadDoubles(i, 4096, buf);
+//   ANXIN_ASSIGN_OR_RETURN(Tensor t, ParseNpy(file, file->bytes(), "out.npy", {}));
+//   std::vector<double> buf(4096);
+//   for (uint64_t i = 0; i < t.NumElements(); i += buf.size()) {
+//     size_t count = std::min<uint64_t>(buf.size(), t.NumElements() - i);
+//     t.ReadDoubles(i, count, buf.data());
+//   }
 //
 // A Tensor owns nothing but a shared reference that keeps its bytes mapped.
 // Thread safety: const methods may be called from many threads at once.

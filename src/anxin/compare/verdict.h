@@ -3,12 +3,14 @@
 //
 //   ANXIN_ASSIGN_OR_RETURN(ThresholdRules rules, ThresholdRules::LoadYaml("thr.yaml"));
 //   Thresholds t = rules.For("Functional.softmax.0.forward.output.0", DType::kBFloat16);
+//   Metrics metrics;   // of the pair, from MetricAccumulator::Finish (metrics.h)
 //   VerdictResult v = Decide(metrics, t);   // v.verdict, v.reasons
 //
 // Defaults follow reference.md: pass needs cosine > 0.99 and MaxAbsErr < 0.001;
 // fail is cosine <= 0.9, MaxAbsErr >= 1, or NaN/Inf at different positions.
 // Everything between warns. A threshold file looks like
 //
+//   [yaml]
 //   default:   {pass_cosine: 0.99, pass_max_abs_err: 0.001, fail_cosine: 0.9}
 //   dtypes:
 //     bfloat16: {pass_max_abs_err: 0.01}

@@ -2,7 +2,10 @@
 // why it matters and how to fix it, plus the safe fix actions (if any) that
 // `anxin doctor --fix` can apply.
 //
-//   Finding f = MakeFinding("cpu.governor", Severity::kWarn, "12 CPUs not in performance");
+//   Finding f;
+//   f.check_id = "cpu.governor";
+//   f.severity = Severity::kWarn;
+//   f.summary = "12 CPUs not in performance";
 //   f.evidence.push_back("cpu3: powersave");
 //   f.actions.push_back(FixAction::Write("/proc/irq/145/smp_affinity_list", "12"));
 #ifndef ANXIN_DOCTOR_FINDING_H_

@@ -7,7 +7,10 @@
 // and the process state). ssh runs in batch mode (no password prompts), all
 // hosts in parallel up to `parallel`, each under `timeout_s`.
 //
+//   std::string text = "# rack 3\nnode01\nops@node02:2222\n";   // the --hosts file
 //   ANXIN_ASSIGN_OR_RETURN(auto hosts, ParseHostsFile(text));
+//   RemoteOptions options;
+//   options.timeout_s = 60;
 //   auto results = RunOnHosts(hosts, options);
 //   std::cout << RenderMatrix(results);
 #ifndef ANXIN_DOCTOR_MULTI_HOST_H_

@@ -1,11 +1,13 @@
 // Running the selected checks over a host's facts, and printing the result as
 // a table or JSON (the JSON is also what `--hosts` reads back from each host).
 //
+//   CollectOptions options;                               // root "/": this host
+//   auto tools = MakeToolSource(host::HostRoot(options.root), /*timeout_s=*/5);
 //   HostFacts facts = CollectFacts(options, *tools);
 //   ANXIN_ASSIGN_OR_RETURN(auto checks, BuiltinChecks().Select("irq,qos"));
 //   Report report = RunChecks(facts, checks);
 //   std::cout << RenderTable(report);
-//   int exit = report.Worst() == Severity::kFail ? 1 : 0;
+//   int exit_code = report.Worst() == Severity::kFail ? 1 : 0;
 #ifndef ANXIN_DOCTOR_REPORT_H_
 #define ANXIN_DOCTOR_REPORT_H_
 

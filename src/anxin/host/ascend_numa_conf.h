@@ -2,6 +2,7 @@
 // training container applies at start. The file has no published schema, so
 // the reader accepts the forms seen in practice, one NPU per line:
 //
+//   [text]
 //   # comments and blank lines are ignored
 //   npu0 node=0 cpus=0-23
 //   npu1: 0
@@ -11,6 +12,10 @@
 // i.e. a device token (optionally prefixed npu/davinci/device), then a node
 // given as node=N, numa=N, numa_node=N or a bare number, then optional cpus=LIST.
 //
+//   #include "anxin/host/root_fs.h"
+//
+//   HostRoot root;                                   // live host
+//   ANXIN_ASSIGN_OR_RETURN(std::string text, root.ReadFile("/etc/ascend_numa.conf"));
 //   ANXIN_ASSIGN_OR_RETURN(auto bindings, ParseAscendNumaConf(text));
 #ifndef ANXIN_HOST_ASCEND_NUMA_CONF_H_
 #define ANXIN_HOST_ASCEND_NUMA_CONF_H_

@@ -1,8 +1,14 @@
 // /proc/interrupts and /proc/irq/N/smp_affinity_list.
 //
+//   HostRoot root;                                   // live host
 //   ANXIN_ASSIGN_OR_RETURN(std::string text, root.ReadFile("/proc/interrupts"));
 //   ANXIN_ASSIGN_OR_RETURN(InterruptTable t, ParseInterrupts(text));
-//   for (const IrqLine& l : t.irqs) ... l.irq, l.counts[i] for CPU t.cpu_ids[i] ...
+//   for (const IrqLine& l : t.irqs) {
+//     for (size_t i = 0; i < l.counts.size(); ++i) {
+//       std::printf("irq %d cpu %d: %lld\n", l.irq, t.cpu_ids[i],
+//                   static_cast<long long>(l.counts[i]));
+//     }
+//   }
 #ifndef ANXIN_HOST_INTERRUPTS_H_
 #define ANXIN_HOST_INTERRUPTS_H_
 

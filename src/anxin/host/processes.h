@@ -2,8 +2,14 @@
 // run (Cpus_allowed_list, Mems_allowed_list), where their memory actually is
 // (numa_maps) and their environment (environ).
 //
+//   HostRoot root;                                   // live host
 //   ANXIN_ASSIGN_OR_RETURN(auto ranks, ReadAcceleratorProcesses(root));
-//   for (const ProcessInfo& p : ranks) ... p.accelerator_devices, p.cpus_allowed ...
+//   for (const ProcessInfo& p : ranks) {
+//     for (const AcceleratorRef& a : p.accelerators) {
+//       std::printf("%d %s: %s, %zu CPUs allowed\n", p.pid, p.name.c_str(), a.path.c_str(),
+//                   p.cpus_allowed.size());
+//     }
+//   }
 //   std::vector<int> pids = FindProcessesByName(root, "irqbalance");
 #ifndef ANXIN_HOST_PROCESSES_H_
 #define ANXIN_HOST_PROCESSES_H_

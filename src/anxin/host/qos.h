@@ -2,6 +2,7 @@
 // `mlnx_qos -i IF` (Mellanox) or `hccn_tool -i N -dscp_to_tc -g` / `-pfc -g`
 // (the NPU's own RoCE ports), and ECN / CNP settings from sysfs.
 //
+//   std::string mlnx_qos_output;                     // what `mlnx_qos -i eth2` printed
 //   ANXIN_ASSIGN_OR_RETURN(MlnxQos q, ParseMlnxQos(mlnx_qos_output));
 //   int prio = q.PriorityOfDscp(26);          // explicit map, else the default dscp >> 3
 //   bool lossless = q.pfc_enabled[prio];

@@ -1,6 +1,7 @@
 // Host-wide settings that matter for accelerator hosts: hugepages (static
 // pool and transparent hugepages) and the CPU frequency governor.
 //
+//   HostRoot root;                                   // live host
 //   ANXIN_ASSIGN_OR_RETURN(HugePages h, ReadHugePages(root));
 //   ANXIN_ASSIGN_OR_RETURN(auto governors, ReadGovernors(root));  // cpu -> "performance"
 #ifndef ANXIN_HOST_SYSTEM_H_

@@ -4,8 +4,11 @@
 //   HostRoot root;                                   // live host
 //   ANXIN_ASSIGN_OR_RETURN(auto nodes, ReadNumaNodes(root));
 //   ANXIN_ASSIGN_OR_RETURN(auto pci, ReadPciDevices(root));
-//   for (const PciDevice& d : pci)
-//     if (d.kind == DeviceKind::kHuaweiNpu) ... d.numa_node ...
+//   for (const PciDevice& d : pci) {
+//     if (d.kind == DeviceKind::kHuaweiNpu) {
+//       std::printf("%s: node %d\n", d.address.c_str(), d.numa_node);
+//     }
+//   }
 #ifndef ANXIN_HOST_TOPOLOGY_H_
 #define ANXIN_HOST_TOPOLOGY_H_
 

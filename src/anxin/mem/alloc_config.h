@@ -1,9 +1,15 @@
 // ANXIN_ALLOC_CONF: the allocator's knobs as one string, the way PyTorch reads
 // PYTORCH_CUDA_ALLOC_CONF.
 //
-//   ANXIN_ALLOC_CONF="provider:cuda,pool_size:0.85,block_size:2MiB,expand:true,
-//                     fragment_threshold:0.02"
-//   ANXIN_ASSIGN_OR_RETURN(AllocConf conf, ParseAllocConf(std::getenv("ANXIN_ALLOC_CONF")));
+//   [shell]
+//   export ANXIN_ALLOC_CONF=provider:cuda,pool_size:0.85,block_size:2MiB,fragment_threshold:0.02
+//
+// is read with
+//
+//   #include <cstdlib>
+//
+//   const char* text = std::getenv("ANXIN_ALLOC_CONF");
+//   ANXIN_ASSIGN_OR_RETURN(AllocConf conf, ParseAllocConf(text ? text : ""));
 //   ANXIN_ASSIGN_OR_RETURN(auto provider, MakeProvider(conf, /*device=*/0));
 //
 // Keys: provider (sim | cuda | acl), pool_size (a fraction such as 0.85, or

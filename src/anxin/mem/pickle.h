@@ -8,7 +8,11 @@
 //   ANXIN_ASSIGN_OR_RETURN(PickleDoc doc, ReadPickleFile("snap.pickle"));
 //   const PickleNode& root = doc.root();
 //   if (const PickleNode* segs = doc.Find(root, "segments")) {
-//     for (uint32_t id : segs->items) { const PickleNode& seg = doc.node(id); ... }
+//     for (uint32_t id : segs->items) {
+//       const PickleNode& seg = doc.node(id);
+//       const PickleNode* size = doc.Find(seg, "total_size");
+//       if (size && size->IsInt()) std::printf("segment of %lld bytes\n", (long long)size->i);
+//     }
 //   }
 //
 // Objects referenced twice (the pickle memo) are stored once and shared.

@@ -6,8 +6,11 @@
 // keep free memory contiguous by remapping, and falls back to segments on the
 // second kind.
 //
-//   ANXIN_ASSIGN_OR_RETURN(auto provider, MakeProvider(config));
-//   ANXIN_ASSIGN_OR_RETURN(uint64_t va, provider->ReserveAddress(1 << 30));
+//   // MakeProvider (alloc_config.h) picks one from ANXIN_ALLOC_CONF.
+//   std::unique_ptr<Provider> provider = MakeSimProvider({});
+//   if (provider->SupportsVirtualMemory()) {
+//     ANXIN_ASSIGN_OR_RETURN(uint64_t va, provider->ReserveAddress(1 << 30));
+//   }
 //
 // Providers: "sim" (host memory or pure accounting; for tests and replay),
 // "cuda" (libcuda driver API through dlopen), "acl" (Ascend ACL through dlopen;

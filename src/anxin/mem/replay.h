@@ -6,6 +6,7 @@
 //   "anxin"           anxin's allocator (allocator.h) on a simulated device,
 //                     starting from the same live blocks.
 //
+//   std::string path = "snap.pickle";
 //   ANXIN_ASSIGN_OR_RETURN(Trace t, ReadTrace(path));
 //   ANXIN_ASSIGN_OR_RETURN(ReplayResult r, Replay(t, ReplayOptions{}));
 //   for (const PolicyResult& p : r.policies) fmt::print("{} {}\n", p.name, p.peak_reserved);

@@ -1,5 +1,7 @@
 // Text and JSON renderings of replays and plans for `anxin mem`.
 //
+//   ANXIN_ASSIGN_OR_RETURN(Trace trace, ReadTrace("snap.pickle"));
+//   ANXIN_ASSIGN_OR_RETURN(ReplayResult result, Replay(trace, ReplayOptions{}));
 //   fmt::print("{}", ReplayText(result));
 //   nlohmann::json j = ReplayJson(result);
 #ifndef ANXIN_MEM_REPORT_H_

@@ -14,7 +14,11 @@
 //   {"action":"empty_cache"}
 //
 //   ANXIN_ASSIGN_OR_RETURN(Trace t, ReadTrace("snap.pickle"));
-//   for (const TraceEvent& e : t.events) ...
+//   for (const TraceEvent& e : t.events) {
+//     if (e.action == TraceEvent::Action::kAlloc) {
+//       std::printf("alloc %llu bytes\n", static_cast<unsigned long long>(e.size));
+//     }
+//   }
 #ifndef ANXIN_MEM_TRACE_H_
 #define ANXIN_MEM_TRACE_H_
 

@@ -6,11 +6,17 @@
 // supervisor listens on a socket of its own to watch heartbeats and steps,
 // and relays the raw datagrams on to the agent (forward_path).
 //
+//   #include <atomic>
+//
+//   Registry registry;                              // the agent's metrics (metrics.h)
 //   SdkReceiverOptions opts{.socket_path = "/run/anxin/agent.sock"};
 //   opts.registry = &registry;                      // self-metrics, optional
-//   ANXIN_ASSIGN_OR_RETURN(auto receiver, SdkReceiver::Start(opts,
-//       [&](const SdkDatagram& d, std::span<const uint8_t> raw) { telemetry.Consume(d); }));
-//   ...
+//   std::atomic<uint64_t> events{0};
+//   auto on_datagram = [&](const SdkDatagram& d, std::span<const uint8_t> /*raw*/) {
+//     events += d.events.size();
+//   };
+//   ANXIN_ASSIGN_OR_RETURN(auto receiver, SdkReceiver::Start(opts, on_datagram));
+//   // ... the receiver's thread calls back for every accepted datagram ...
 //   receiver->Stop();                               // or let it go out of scope
 //
 // What is counted (stats(), and with a registry the metrics below, each with

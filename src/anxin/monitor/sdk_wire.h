@@ -3,11 +3,16 @@
 // it was refused. Everything in a datagram comes from outside the agent, so
 // every length, count, enum, string and number is checked before use.
 //
+//   #include <array>
+//
+//   std::vector<uint8_t> bytes;                  // one datagram as received
+//   std::array<uint64_t, kSdkRejectReasons> rejected{};
+//   uint64_t step_ns = 0;
 //   SdkDatagram d;
 //   Status s = DecodeSdkDatagram(bytes, d);      // reuses d's storage
 //   if (!s) ++rejected[static_cast<size_t>(RejectReasonOf(s.error()))];
 //   for (const SdkEvent& e : d.events)
-//     if (auto* end = std::get_if<SdkStepEnd>(&e.body)) ObserveStep(d.sender, *end);
+//     if (auto* end = std::get_if<SdkStepEnd>(&e.body)) step_ns += end->duration_ns;
 //
 // Thread safety: the functions are pure; an SdkDatagram is a value.
 #ifndef ANXIN_MONITOR_SDK_WIRE_H_

@@ -7,6 +7,7 @@
 // little-endian, nothing is aligned, and a datagram is at most
 // kSdkMaxDatagramBytes long.
 //
+//   [text]
 //   header (48 bytes + job id)
 //     0  u32  magic "ANXT"
 //     4  u16  version (1)
@@ -44,6 +45,7 @@
 // This header is self-contained (standard library only) because the SDK's
 // shared library compiles it without the rest of anxin.
 //
+//   uint64_t now_ns = 1'700'000'000'000'000'000;   // ns since the Unix epoch
 //   uint8_t buf[kSdkMaxDatagramBytes];
 //   SdkDatagramWriter w(buf, sizeof buf);
 //   w.BeginHeader({.pid = 42, .rank = 0, .world_size = 8, .job = "llama-7b"});

@@ -3,10 +3,12 @@
 // A push that finds the queue full fails at once (the caller counts a
 // drop); nothing ever waits or allocates after construction.
 //
+//   uint64_t dropped = 0;                                // pushes that found it full
+//   struct Event { uint64_t step = 0; };
 //   EventRing<Event> ring(4096);                         // capacity: a power of two
 //   if (!ring.TryPush([&](Event& e) { e.step = 7; })) ++dropped;
 //   Event e;
-//   while (ring.TryPop(e)) Send(e);                      // one consumer thread
+//   while (ring.TryPop(e)) std::printf("step %llu\n", (unsigned long long)e.step);  // one consumer
 //
 // Dmitry Vyukov's bounded MPMC design: each cell carries a sequence number
 // that says whose turn it is, so producers claim cells with one

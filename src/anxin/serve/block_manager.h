@@ -5,6 +5,15 @@
 // when their sequences end, and are found again by new sequences with the same
 // prefix, or evicted (least recently freed first) when blocks run out.
 //
+//   #include "anxin/serve/kv_cache.h"
+//
+//   ANXIN_ASSIGN_OR_RETURN(KvFormat f, ParseKvFormat("int4"));
+//   ANXIN_ASSIGN_OR_RETURN(KvCache cache, KvCache::Create({.kv_heads = 8, .head_dim = 128,
+//                                                          .block_tokens = 16, .num_blocks = 1024,
+//                                                          .format = f}));
+//   SeqId id = 1, child = 2;
+//   std::vector<int32_t> prompt = {101, 2023, 2003, 1037};
+//   int32_t token = 3231;                            // the token just sampled
 //   BlockManager bm({.num_blocks = 1024, .block_tokens = 16});
 //   if (bm.CanAllocate(prompt)) {
 //     ANXIN_ASSIGN_OR_RETURN(int cached, bm.Allocate(id, prompt));   // tokens found cached

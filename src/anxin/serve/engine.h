@@ -8,10 +8,14 @@
 // blocks are freed (full ones stay in the prefix cache) and they go back to
 // the front of the queue, to be prefilled again with what they had generated.
 //
+//   EngineOptions options;                  // shape, format, blocks, time model
 //   Engine engine(options);
+//   std::vector<int32_t> ids = {101, 2023, 2003};
 //   ANXIN_ASSIGN_OR_RETURN(RequestId id, engine.Submit({.prompt = ids, .max_tokens = 128}));
 //   StepResult step = engine.Step();        // step.seconds of simulated time
-//   for (const StepOutput& o : step.outputs) ...   // one token for request o.id
+//   for (const StepOutput& o : step.outputs) {
+//     if (o.id == id) std::printf("token %d\n", o.token);   // one token for request o.id
+//   }
 //
 // Thread safety: none; one owner.
 #ifndef ANXIN_SERVE_ENGINE_H_

@@ -2,12 +2,20 @@
 // posted from other threads. The serving simulator and the gate run every
 // connection on one of these, so thousands of open streams cost no threads.
 //
+//   #include <sys/epoll.h>
+//   #include <unistd.h>
+//
 //   EventLoop loop;
 //   ANXIN_TRY(loop.Init());
-//   uint64_t id = loop.Watch(fd, EPOLLIN, [&](uint32_t events) { ... });
-//   loop.RunAfter(std::chrono::milliseconds(20), [&] { ... });
+//   int fds[2];
+//   if (::pipe(fds) != 0) return std::unexpected(ErrnoError(errno, "pipe"));
+//   int fd = fds[0];
+//   uint64_t id = loop.Watch(fd, EPOLLIN, [&](uint32_t events) {
+//     if (events & EPOLLIN) { /* read fd until EAGAIN */ }
+//   });
+//   loop.RunAfter(std::chrono::milliseconds(20), [&] { /* a timeout fired */ });
 //   std::jthread t([&] { loop.Run(); });
-//   loop.Post([&] { ... });     // from any thread: runs on the loop
+//   loop.Post([&] { /* work for the loop's thread */ });   // from any thread: runs on the loop
 //   loop.Stop();                // from any thread: Run returns
 //
 // Thread safety: Post, Stop and Running may be called from any thread; every

@@ -3,14 +3,18 @@
 // chunked-body decoder, and the writers they need. Only framing: bodies are
 // handed through as bytes.
 //
+//   std::string buffer = "GET /health HTTP/1.1\r\nHost: x\r\n\r\n";   // what was read so far
 //   RequestHead head;
 //   size_t used = 0;
-//   WireStatus s = ParseRequestHead(buffer, kMaxHead, &head, &used);
-//   if (s == WireStatus::kNeedMore) ...                // read more
-//   if (s == WireStatus::kBad) ... respond 400 and close
+//   WireStatus s = ParseRequestHead(buffer, /*max_bytes=*/64 << 10, &head, &used);
+//   if (s == WireStatus::kNeedMore) { /* read more */ }
+//   if (s == WireStatus::kBad) { /* respond 400 and close */ }
 //
 //   ChunkedDecoder dec;                                 // response body framing
-//   dec.Feed(bytes, &consumed);  if (dec.done()) ...    // the last chunk and trailers passed
+//   std::string bytes = "5\r\nhello\r\n0\r\n\r\n", payload;
+//   size_t consumed = 0;
+//   WireStatus c = dec.Feed(bytes, &consumed, &payload);
+//   if (dec.done()) { /* the last chunk and trailers passed; payload == "hello" */ }
 //
 // Thread safety: values; no shared state.
 #ifndef ANXIN_SERVE_HTTP_WIRE_H_

@@ -4,7 +4,10 @@
 // compare's metric kernel (cosine, max/mean absolute error).
 //
 //   KvTensors kv = SyntheticActivations({.tokens = 1024, .kv_heads = 2, .head_dim = 128});
-//   ANXIN_ASSIGN_OR_RETURN(KvTensors user, LoadKvTensors({.keys = "k.npy", .values = "v.npy"}));
+//   KvFiles files;
+//   files.keys = "k.npy";
+//   files.values = "v.npy";
+//   ANXIN_ASSIGN_OR_RETURN(KvTensors user, LoadKvTensors(files));
 //   ANXIN_ASSIGN_OR_RETURN(AccuracyReport r,
 //                          MeasureAccuracy(kv, {ParseKvFormat("int4").value()}, {}));
 //   r.rows[0].attention.cosine;   // e.g. 0.9975

@@ -7,9 +7,10 @@
 //                                                          .format = f}));
 //   KvSequenceState seq;                          // block table + length (+ KIVI residual)
 //   seq.blocks = {3, 7};                          // from a BlockManager
-//   cache.AppendToken(seq, k, v);                 // k, v: kv_heads x head_dim floats
-//   std::vector<float> out(32 * 128);
-//   cache.Attend(q, /*q_heads=*/32, seq, out.data());
+//   std::vector<float> k(8 * 128, 0.1f), v(8 * 128, 0.2f);   // kv_heads x head_dim
+//   cache.AppendToken(seq, k.data(), v.data());
+//   std::vector<float> q(32 * 128, 0.3f), out(32 * 128);
+//   cache.Attend(q.data(), /*q_heads=*/32, seq, out.data());
 //
 // Storage, per block and per KV head: one row per token (kv_kernels.h) and
 // its group parameters. With keys per channel (":kivi"), key groups run over

@@ -2,9 +2,12 @@
 // axpy), compiled once per instruction set from kv_kernels_impl.h and chosen
 // at run time, like compare's metric kernel.
 //
+//   std::vector<float> x(128, 0.5f), out(128);
+//   uint8_t data[128];                       // room for one row of 128 values
+//   uint16_t params[8];                      // per group: scale (and zero point)
 //   const internal::KvKernels& k = internal::KernelsFor(KvIsa::kAuto);
-//   k.quantize_row(x, 128, 32, KvDType::kInt4, KvScheme::kSymmetric, data, params);
-//   k.dequant_row(data, params, 128, 32, KvDType::kInt4, KvScheme::kSymmetric, out);
+//   k.quantize_row(x.data(), 128, 32, KvDType::kInt4, KvScheme::kSymmetric, data, params);
+//   k.dequant_row(data, params, 128, 32, KvDType::kInt4, KvScheme::kSymmetric, out.data());
 //
 // Row layouts (one token of one head, d values):
 // - data: fp16 words, int8 bytes, or int4 nibbles in pairs (byte i holds

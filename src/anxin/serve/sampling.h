@@ -4,7 +4,9 @@
 //
 //   SamplingParams p{.temperature = 0.8f, .top_k = 50, .top_p = 0.95f};
 //   ANXIN_TRY(ValidateSampling(p));
-//   std::mt19937_64 rng(seed);
+//   std::vector<float> logits(32000, 0.0f);   // one per vocabulary entry
+//   logits[42] = 5.0f;
+//   std::mt19937_64 rng(/*seed=*/7);
 //   int token = SampleToken(logits, p, rng);
 //
 //   PreparedSampler s(logits, p);      // one distribution drawn many times

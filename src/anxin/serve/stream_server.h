@@ -11,7 +11,7 @@
 //     server.StreamChunk(r.conn, "data: hello\n\n");
 //     server.EndStream(r.conn);
 //   });
-//   server.set_on_close([&](ConnId c) { /* cancel its work */ });
+//   server.set_on_close([&](ConnId /*c*/) { /* cancel the work of connection c */ });
 //   ANXIN_TRY(server.Listen());
 //   loop.Run();
 //

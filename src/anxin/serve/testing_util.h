@@ -2,9 +2,15 @@
 // client over raw sockets that keeps many exchanges open at once, with a
 // deadline on everything, and an SSE splitter.
 //
-//   auto rs = RunExchanges(port, {Post("/v1/completions", body)}, 10s);
+//   #include <gtest/gtest.h>
+//
+//   int port = 8000;                                  // a SimServer's port()
+//   std::string body = R"({"prompt": "hi", "stream": true})";
+//   auto rs = testing::RunExchanges(port, {testing::Post("/v1/completions", body)}, 10s);
 //   EXPECT_EQ(rs[0].status, 200);
-//   for (const std::string& data : SseData(rs[0].body)) ...
+//   for (const std::string& data : testing::SseData(rs[0].body)) {
+//     EXPECT_FALSE(data.empty());                     // one SSE event's data
+//   }
 #ifndef ANXIN_SERVE_TESTING_UTIL_H_
 #define ANXIN_SERVE_TESTING_UTIL_H_
 

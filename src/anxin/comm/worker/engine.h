@@ -3,11 +3,16 @@
 // owns timing, verification and reporting; an engine only places a rank's
 // input, runs one call to completion, and hands back the output.
 //
+//   int rank = 0, ranks = 2, local_rank = 0;   // from MPI
 //   std::unique_ptr<Engine> e = MakeEngine("mpi");
 //   ANXIN_TRY(e->Init(rank, ranks, local_rank));
 //   Call call{.op = CollOp::kAllReduce, .type = DataType::kFloat, .count = 1024};
 //   ANXIN_TRY(e->Supports(call));
-//   ANXIN_TRY(e->Reserve(InputBytes(call, ranks), OutputBytes(call, ranks)));
+//   uint64_t input_bytes = InputElements(call, ranks) * TypeSize(call.type);
+//   uint64_t output_bytes = OutputElements(call, ranks) * TypeSize(call.type);
+//   ANXIN_TRY(e->Reserve(input_bytes, output_bytes));
+//   std::vector<float> input(InputElements(call, ranks), 1.0f);
+//   std::vector<float> output(OutputElements(call, ranks));
 //   ANXIN_TRY(e->Upload(call, input.data(), input_bytes));
 //   ANXIN_TRY(e->Run(call));
 //   ANXIN_TRY(e->Download(call, output.data(), output_bytes));

@@ -4,7 +4,9 @@
 // MPI is the control plane (a communicator of its own); the engine moves the
 // measured data.
 //
-//   // after MPI_Init_thread:
+//   // after MPI_Init_thread, with the options from --spec:
+//   BenchOptions options;
+//   Fault fault;   // none; tests set one with ParseFault($ANXIN_COMM_TEST_FAULT)
 //   std::unique_ptr<Engine> engine = MakeEngine(options.engine);
 //   Runner runner(options, *engine, fault);
 //   int status = runner.Main();   // rank 0 printed the report

@@ -4,11 +4,20 @@
 // symmetric and asymmetric. Built only when nvcc is found; run on a GPU by
 // kv_cuda_check (bench/serve/cuda-check). Not run on a GPU yet.
 //
+//   ANXIN_ASSIGN_OR_RETURN(KvFormat format, ParseKvFormat("int4"));
+//   int rows = 64;                                   // tokens x heads, 128 values each
+//   std::vector<float> x(rows * 128, 0.5f);
 //   std::vector<uint8_t> data; std::vector<uint16_t> params;
-//   ANXIN_TRY(cuda::QuantizeRows(x, rows, 128, format, &data, &params));
+//   ANXIN_TRY(cuda::QuantizeRows(x.data(), rows, 128, format, &data, &params));
+//   // One layer of a paged cache (as KvCache stores it): 2 KV heads, blocks of 16 tokens.
+//   int q_heads = 8, kv_heads = 2, block_tokens = 16, length = 32;
+//   std::vector<int> block_table = {0, 1};
+//   std::vector<uint8_t> k_data = data, v_data = data;
+//   std::vector<uint16_t> k_params = params, v_params = params;
+//   std::vector<float> q(q_heads * 128, 0.1f);
 //   std::vector<float> out(q_heads * 128);
-//   ANXIN_TRY(cuda::Attend(q, q_heads, kv_heads, 128, block_tokens, format, k_data, k_params,
-//                          v_data, v_params, block_table, length, out.data()));
+//   ANXIN_TRY(cuda::Attend(q.data(), q_heads, kv_heads, 128, block_tokens, format, k_data,
+//                          k_params, v_data, v_params, block_table, length, out.data()));
 //
 // Host memory in and out; each call copies to the device and back (a check,
 // not a serving path). Errors: no device or a CUDA failure -> kUnavailable

@@ -1,6 +1,8 @@
 // One `anxin bench serve` measurement: a single run at one load, or a sweep
 // over concurrencies or rates, each point judged against the SLOs.
 //
+//   std::vector<Prompt> prompts = SyntheticPrompts(200, *ParseLengthDist("512"),
+//                                                  *ParseLengthDist("128"), /*seed=*/1);
 //   BenchPlan plan;
 //   plan.load.target = *ParseUrl("http://127.0.0.1:8000");
 //   plan.slo = *ParseSlo("ttft=500ms,tpot=50ms");

@@ -3,6 +3,9 @@
 // arrival process says, reads the streamed response as it comes, and records
 // per request when it was due, sent, its first token, every chunk and its end.
 //
+//   std::vector<Prompt> prompts = SyntheticPrompts(1000, *ParseLengthDist("512"),
+//                                                  *ParseLengthDist("128"), /*seed=*/1);
+//   ANXIN_ASSIGN_OR_RETURN(Slo slo, ParseSlo("ttft=500ms,tpot=50ms"));
 //   ANXIN_ASSIGN_OR_RETURN(Target t, ParseUrl("http://127.0.0.1:8000"));
 //   LoadOptions o{.target = t};
 //   o.request = {.api = Api::kCompletions, .model = "m"};

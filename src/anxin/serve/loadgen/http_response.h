@@ -3,8 +3,12 @@
 // Content-Length, chunked transfer coding, or the end of the connection.
 //
 //   ResponseParser parser;
-//   struct Print : BodySink { void OnBody(std::string_view b) override { ... } } sink;
-//   while (reading) {
+//   struct Print : BodySink {
+//     void OnBody(std::string_view b) override { std::fwrite(b.data(), 1, b.size(), stdout); }
+//   } sink;
+//   std::vector<std::string> reads = {"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhel", "lo"};
+//   bool at_eof = false;                 // the peer closed the connection
+//   for (const std::string& bytes : reads) {
 //     if (auto s = parser.Feed(bytes, sink); !s) { /* malformed: s.error() */ }
 //     if (parser.done()) break;          // the whole response is in
 //   }

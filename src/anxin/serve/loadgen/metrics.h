@@ -2,7 +2,7 @@
 // TTFT, ITL, TPOT, end-to-end latency, throughput, goodput under SLOs and
 // errors by kind.
 //
-//   RequestRecord r;                    // filled in by the client (client.h)
+//   std::vector<RequestRecord> records;  // filled in by the client (client.h)
 //   ANXIN_ASSIGN_OR_RETURN(Slo slo, ParseSlo("ttft=500ms,tpot=50ms"));
 //   Summary s = Summarize(records, /*duration_s=*/12.5, slo);
 //   // s.ttft.p99, s.goodput, s.errors["http_503"], ...

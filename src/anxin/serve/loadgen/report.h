@@ -2,13 +2,17 @@
 // JSON, one CSV row per request, a sweep over loads with the best setting
 // under the SLOs, and an SVG chart of latency against load.
 //
+//   #include "anxin/base/file.h"
+//
+//   RunResult run;                           // from RunLoad (client.h)
+//   ANXIN_ASSIGN_OR_RETURN(Slo slo, ParseSlo("ttft=500ms,tpot=50ms"));
 //   Summary s = Summarize(run.records, run.duration_s, slo);
 //   std::fputs(SummaryText(s, run.loop).c_str(), stdout);
 //   ANXIN_TRY(WriteFileAtomic("requests.csv", RecordsCsv(run.records)));
 //
 //   ANXIN_ASSIGN_OR_RETURN(SweepSpec sweep, ParseSweep("concurrency=1,2,4,8"));
-//   std::vector<SweepPoint> points = ...;   // one run per value
-//   int best = BestPoint(points, slo, 0.9);  // -1 when none meets the SLOs
+//   std::vector<SweepPoint> points(sweep.values.size());   // one run per value (bench.h)
+//   int best = BestPoint(points, slo);       // -1 when none meets the SLOs
 //   std::string svg = LatencySvg(points, sweep, slo, "title");
 //
 // Thread safety: free functions on values.

@@ -4,10 +4,13 @@
 // the connection, close it, or hang), so tests can delay tokens on a known
 // schedule and break streams on purpose.
 //
-//   ScriptedServer server([](const ScriptedRequest& req) {
-//     return SseScript({"Hello", " world"}, /*first_ms=*/50, /*gap_ms=*/10, /*usage=*/true);
+//   #include <gtest/gtest.h>
+//
+//   testing::ScriptedServer server([](const testing::ScriptedRequest& /*req*/) {
+//     return testing::SseScript({"Hello", " world"}, /*first_ms=*/50, /*gap_ms=*/10,
+//                               /*usage=*/true);
 //   });
-//   // ... point the client at server.url() ...
+//   // Point the client at server.url() and send three requests, then:
 //   EXPECT_EQ(server.requests(), 3);
 //
 // One thread per connection (tests use at most a few hundred); the

@@ -3,7 +3,10 @@
 // the HTTP body as it arrives.
 //
 //   SseParser sse;
-//   struct Sink : SseSink { void OnEvent(std::string_view data) override { ... } } sink;
+//   struct Sink : SseSink {
+//     int events = 0;
+//     void OnEvent(std::string_view data) override { events += !data.empty(); }
+//   } sink;
 //   ANXIN_TRY(sse.Feed("data: {\"x\":1}\n\nda", sink));  // one event delivered
 //   ANXIN_TRY(sse.Feed("ta: [DONE]\n\n", sink));         // and another
 //
