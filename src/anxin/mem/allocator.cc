@@ -544,7 +544,14 @@ Result<uint64_t> Allocator::Allocate(uint64_t size, uint64_t stream) {
   if (TakeCached(q)) return q.block->addr;
   ANXIN_TRY(s.vm ? FindInAddressSpace(q) : FindInSegments(q));
   TakeFromIndex(q);
-  if (s.vm) ANXIN_TRY(BackWithChunks(q));
+  if (s.vm) {
+    if (Status backed = BackWithChunks(q); !backed) {
+      // Whatever failed (no memory, or a synchronize, unmap or map the
+      // device refused), the block was never handed out: it goes back.
+      ReturnToIndex(q);
+      return std::unexpected(std::move(backed).error());
+    }
+  }
   return Commit(q);
 }
 
@@ -658,9 +665,7 @@ Status Allocator::BackWithChunks(Request& q) {
     if (!q.reclaimed) ANXIN_TRY(ReclaimAll(q));
     if (shortfall() > 0 && s.st.reserved_bytes + shortfall() * s.chunk > s.pool_limit) {
       if (!s.opt.expand) {
-        Error e = Oom(q, "pool limit reached and expand is off");
-        ReturnToIndex(q);
-        return std::unexpected(std::move(e));
+        return std::unexpected(Oom(q, "pool limit reached and expand is off"));
       }
       ++s.st.expansions;
     }
@@ -708,9 +713,7 @@ Status Allocator::CreateChunks(Request& q) {
         ANXIN_TRY(ReclaimAll(q));
         continue;
       }
-      Error e = Oom(q, h.error().Describe());
-      ReturnToIndex(q);
-      return std::unexpected(std::move(e));
+      return std::unexpected(Oom(q, h.error().Describe()));
     }
     s.cached_handles.push_back(*h);
     s.st.reserved_bytes += s.chunk;
@@ -727,9 +730,8 @@ Status Allocator::MapChunks(Request& q) {
     PhysicalHandle h = s.cached_handles.back();
     uint64_t va = r->base + g * s.chunk;
     if (auto mapped = provider_->Map(va, s.chunk, h); !mapped) {
-      Error e = Oom(q, fmt::format("mapping chunk at {:#x}: {}", va, mapped.error().Describe()));
-      ReturnToIndex(q);
-      return std::unexpected(std::move(e));
+      return std::unexpected(
+          Oom(q, fmt::format("mapping chunk at {:#x}: {}", va, mapped.error().Describe())));
     }
     s.cached_handles.pop_back();
     r->handle[g] = h;
@@ -789,12 +791,28 @@ Status Allocator::EmptyCache() {
   FlushQuick(s);
   if (!s.vm) return ReleaseFreeSegments(s, pv);
   ANXIN_TRY(UnmapIdle(s, pv, s.idle.size()));
-  for (PhysicalHandle h : s.cached_handles) {
-    ANXIN_TRY(pv.ReleasePhysical(h, s.chunk));
+  // One at a time, so that after a failed release the handles still listed
+  // are exactly those the device still holds.
+  while (!s.cached_handles.empty()) {
+    ANXIN_TRY(pv.ReleasePhysical(s.cached_handles.back(), s.chunk));
+    s.cached_handles.pop_back();
     s.st.reserved_bytes -= s.chunk;
     ++s.st.device_frees;
   }
-  s.cached_handles.clear();
+  return Ok();
+}
+
+Status Allocator::SetIndexedForTesting(uint64_t addr, bool indexed) {
+  std::lock_guard lock(mu_);
+  State& s = *state_;
+  Block** found = s.live.Find(addr);
+  if (!found) return InvalidArgument(fmt::format("no block in use at {:#x}", addr));
+  Pool* p = (*found)->region->pool;
+  if (indexed) {
+    p->free.insert(*found);
+  } else {
+    p->free.erase(*found);
+  }
   return Ok();
 }
 
@@ -826,7 +844,7 @@ Status Allocator::CheckInvariants() const {
   std::lock_guard lock(mu_);
   const State& s = *state_;
   uint64_t allocated = 0, cached = 0, free_in_index = 0, mapped = 0, idle = 0, segments = 0;
-  size_t used_blocks = 0;
+  size_t used_blocks = 0, free_blocks = 0;
   for (const auto& r : s.regions) {
     const Pool* p = r->pool;
     const Block* first = r->first;
@@ -847,6 +865,7 @@ Status Allocator::CheckInvariants() const {
         if (!p->free.contains(const_cast<Block*>(b))) return Internal("free block not indexed");
         if (b->next && b->next->state == BlockState::kFree) return Internal("unmerged free blocks");
         free_in_index += b->size;
+        ++free_blocks;
       } else {
         Block* const* it = s.live.Find(b->addr);
         if (!it || *it != b) return Internal("used block not in live map");
@@ -892,7 +911,24 @@ Status Allocator::CheckInvariants() const {
   if (reserved != s.st.reserved_bytes) {
     return Internal(fmt::format("reserved {} != stats {}", reserved, s.st.reserved_bytes));
   }
-  (void)free_in_index;
+  // The free indexes hold exactly the free blocks of the regions: a block
+  // handed out but still indexed could be handed out twice.
+  uint64_t indexed = 0;
+  size_t indexed_blocks = 0;
+  for (const auto& p : s.pool_storage) {
+    for (const Block* b : p->free) {
+      if (b->state != BlockState::kFree) {
+        return Internal(fmt::format("block {:#x}+{} is in use but in the free index", b->addr,
+                                    b->size));
+      }
+      indexed += b->size;
+      ++indexed_blocks;
+    }
+  }
+  if (indexed != free_in_index || indexed_blocks != free_blocks) {
+    return Internal(fmt::format("free index holds {} bytes in {} blocks, regions {} in {}",
+                                indexed, indexed_blocks, free_in_index, free_blocks));
+  }
   return Ok();
 }
 

@@ -99,8 +99,13 @@ class Allocator {
   Status EmptyCache();
   AllocatorStats Stats() const;
   // Checks the internal invariants (tests): contiguity, no overlap, merged
-  // neighbours, consistent counters and mappings.
+  // neighbours, free indexes holding exactly the free blocks, consistent
+  // counters and mappings.
   Status CheckInvariants() const;
+  // Tests only, to see CheckInvariants catch a broken free index: puts the
+  // block in use at `addr` into its pool's free index (indexed) or takes it
+  // out again. Undo it before the allocator is destroyed.
+  Status SetIndexedForTesting(uint64_t addr, bool indexed);
   const Provider& provider() const { return *provider_; }
 
   struct State;  // the implementation (allocator.cc)
@@ -110,7 +115,9 @@ class Allocator {
 
   Allocator(std::unique_ptr<Provider> provider, AllocatorOptions options);
 
-  // The steps of Allocate, called with mu_ held.
+  // The steps of Allocate, called with mu_ held. A step that fails leaves
+  // q.block taken (Allocate returns it to the index) and the rest of the
+  // state consistent, keeping what it reclaimed on the way.
   // The fast path: hands out a cached block of exactly the rounded size, if
   // there is one, and says whether it did.
   bool TakeCached(Request& q);
