@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cerrno>
+#include <cmath>
 #include <fstream>
 
 namespace anxin::mem {
@@ -104,21 +105,35 @@ std::string PlanText(const Plan& p) {
                        HumanBytes(t.pytorch_peak_reserved), HumanBytes(t.anxin_peak_reserved),
                        t.shard == p.embedding_shard ? "  <-" : "");
   }
-  // Without a device size, the pool in whole MiB as ANXIN_ALLOC_CONF reads it
-  // (it is a whole number of blocks, themselves whole MiB).
-  std::string pool = p.device_memory ? fmt::format("{:.2f}", p.pool_fraction)
-                                     : fmt::format("{}MiB", (p.pool_bytes + kMiB - 1) / kMiB);
-  out += fmt::format(
-      "\nrecommended: ANXIN_ALLOC_CONF=pool_size:{},block_size:{}MiB,expand:true,"
-      "fragment_threshold:{}\n",
-      pool, p.block_size >> 20, p.threshold);
+  std::string knobs = fmt::format("block_size:{}MiB,expand:true,fragment_threshold:{}",
+                                  p.block_size >> 20, p.threshold);
+  if (!p.fits) {
+    // No pool_size: any that holds the peak is above what a pool may take.
+    out += fmt::format(
+        "\nrecommended: ANXIN_ALLOC_CONF={} (no pool_size: the model does not fit, see below)\n",
+        knobs);
+  } else {
+    // Without a device size, the pool in whole MiB as ANXIN_ALLOC_CONF reads
+    // it (it is a whole number of blocks, themselves whole MiB). With one, the
+    // fraction rounded up, so that it never gives less than the pool needs.
+    std::string pool = p.device_memory
+                           ? fmt::format("{:.2f}", std::ceil(p.pool_fraction * 100 - 1e-9) / 100)
+                           : fmt::format("{}MiB", (p.pool_bytes + kMiB - 1) / kMiB);
+    out += fmt::format("\nrecommended: ANXIN_ALLOC_CONF=pool_size:{},{}\n", pool, knobs);
+  }
   out += fmt::format("embedding shards: {}\n",
                      p.embedding_shard ? HumanBytes(p.embedding_shard) : "keep one tensor");
   if (!p.fits) {
+    uint64_t device_needed =
+        static_cast<uint64_t>(std::ceil(static_cast<double>(p.pool_bytes) / kMaxPoolFraction));
     out += fmt::format(
-        "DOES NOT FIT: needs {} of {} device memory; enable recompute, raise the ZeRO stage or "
-        "lower the micro-batch\n",
-        HumanBytes(p.pool_bytes), HumanBytes(p.device_memory));
+        "DOES NOT FIT: the pool needs {} (peak reserved {} + 5%), but a pool may take at most "
+        "{:.0f}% of the {} device ({}); enable recompute, raise the ZeRO stage, lower the "
+        "micro-batch, or use a device of at least {}\n",
+        HumanBytes(p.pool_bytes), HumanBytes(p.anxin_peak_reserved), 100 * kMaxPoolFraction,
+        HumanBytes(p.device_memory),
+        HumanBytes(static_cast<uint64_t>(static_cast<double>(p.device_memory) * kMaxPoolFraction)),
+        HumanBytes(device_needed));
   }
   return out;
 }
@@ -132,12 +147,17 @@ nlohmann::json PlanJson(const Plan& p) {
                    {"anxin_peak_reserved_bytes", p.anxin_peak_reserved},
                    {"device_memory_bytes", p.device_memory},
                    {"fits", p.fits},
+                   {"pool_bytes_needed", p.pool_bytes},
+                   {"max_pool_fraction", kMaxPoolFraction},
                    {"recommended",
-                    {{"pool_bytes", p.pool_bytes},
-                     {"pool_fraction", p.pool_fraction},
-                     {"block_size", p.block_size},
+                    {{"block_size", p.block_size},
                      {"fragment_threshold", p.threshold},
                      {"embedding_shard_bytes", p.embedding_shard}}}};
+  // A pool size only where it fits.
+  if (p.fits) {
+    j["recommended"]["pool_bytes"] = p.pool_bytes;
+    j["recommended"]["pool_fraction"] = p.pool_fraction;
+  }
   for (const auto& c : p.candidates) {
     j["candidates"].push_back({{"block_size", c.block_size},
                                {"fragment_threshold", c.threshold},
