@@ -17,7 +17,24 @@ std::string HumanBytes(uint64_t b) {
 }
 
 std::string ReplayText(const ReplayResult& r) {
-  std::string out = fmt::format(
+  // OOMs first: a policy that failed allocations did not run the trace, and
+  // the memory it did not get is no saving.
+  std::string out;
+  for (const auto& p : r.policies) {
+    if (p.ooms == 0) continue;
+    if (p.name == "pytorch-actual") {
+      out += fmt::format("OOM: the recorded PyTorch run hit {} OOM{}\n", p.ooms,
+                         p.ooms == 1 ? "" : "s");
+      continue;
+    }
+    out += fmt::format(
+        "OOM: {} failed {} allocation{} {}: it did not run this trace, and its figures below are "
+        "for what it held, not a saving\n",
+        p.name, p.ooms, p.ooms == 1 ? "" : "s",
+        r.capacity ? "within --capacity " + HumanBytes(r.capacity) : "on the device");
+  }
+  if (!out.empty()) out += "\n";
+  out += fmt::format(
       "trace {}: {} events ({} allocs, {} frees); at start {} live in {} blocks, {} reserved\n"
       "peak allocated {}\n\n",
       r.source, r.events, r.allocs, r.frees, HumanBytes(r.initial_live), r.initial_blocks,
@@ -35,14 +52,22 @@ std::string ReplayText(const ReplayResult& r) {
   const PolicyResult* actual = r.Find("pytorch-actual");
   const PolicyResult* model = r.Find("pytorch-model");
   const PolicyResult* anxin = r.Find("anxin");
-  if (actual && model) {
+  if (actual && model && model->ooms) {
+    out += fmt::format("\nmodel vs recorded PyTorch: not compared, the model hit {} OOMs\n",
+                       model->ooms);
+  } else if (actual && model) {
     out += fmt::format("\nmodel vs recorded PyTorch: segments {} vs {}, peak reserved {:+.2f}%\n",
                        model->device_allocs, r.trace_segment_allocs,
                        100.0 * (static_cast<double>(model->peak_reserved) /
                                     static_cast<double>(actual->peak_reserved) -
                                 1));
   }
-  if (actual && anxin) {
+  if (actual && anxin && anxin->ooms) {
+    out += fmt::format(
+        "anxin vs recorded PyTorch: not compared, anxin hit {} OOMs; give it more memory "
+        "(--capacity) to compare\n",
+        anxin->ooms);
+  } else if (actual && anxin) {
     out += fmt::format("anxin vs recorded PyTorch: peak reserved {:+.2f}% ({} less)\n",
                        100.0 * (static_cast<double>(anxin->peak_reserved) /
                                     static_cast<double>(actual->peak_reserved) -
@@ -64,7 +89,8 @@ nlohmann::json ReplayJson(const ReplayResult& r) {
                    {"initial_live_bytes", r.initial_live},
                    {"initial_live_blocks", r.initial_blocks},
                    {"initial_reserved_bytes", r.initial_reserved},
-                   {"peak_allocated_bytes", r.peak_live}};
+                   {"peak_allocated_bytes", r.peak_live},
+                   {"capacity_bytes", r.capacity}};
   j["policies"] = nlohmann::json::array();
   for (const auto& p : r.policies) {
     j["policies"].push_back({{"name", p.name},
