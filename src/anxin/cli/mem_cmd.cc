@@ -65,7 +65,9 @@ int RunReplay(const ReplayOpts& o, const GlobalOptions& g) {
   } else {
     std::fputs(mem::ReplayText(*result).c_str(), stdout);
   }
-  return kExitOk;
+  // A CI gate asks whether the trace runs under anxin on this device.
+  const mem::PolicyResult* anxin = result->Find("anxin");
+  return anxin && anxin->ooms > 0 ? kExitCheckFailed : kExitOk;
 }
 
 int RunPlan(PlanOpts o, const GlobalOptions& g) {
@@ -117,7 +119,8 @@ CommandMain Setup(CLI::App& app) {
                      "anxin's knobs as in ANXIN_ALLOC_CONF, e.g. "
                      "pool_size:0.85,block_size:2MiB,fragment_threshold:0.02");
   replay->add_option("--capacity", r->capacity,
-                     "device memory for OOM counting, e.g. 80GiB (default: unlimited)");
+                     "device memory for OOM counting, e.g. 80GiB (default: unlimited); "
+                     "exit status 1 when anxin's replay hits an OOM");
   replay->add_option("--svg", r->svg, "write a plot of allocated vs reserved over time");
   replay->add_option("--device", r->device, "device trace to use (default: the longest)");
   replay->add_option("--export-jsonl", r->export_jsonl, "also write the trace as anxin JSONL");

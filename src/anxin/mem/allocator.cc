@@ -422,6 +422,24 @@ Status ReleaseFreeSegments(State& s, Provider& pv) {
   return Ok();
 }
 
+// Free memory the allocator holds beyond fragment_threshold of reserved:
+// time to reuse it rather than create more.
+bool FreeMemoryOverThreshold(const State& s) {
+  uint64_t idle = s.idle.size() * s.chunk + s.quick_bytes +
+                  (s.vm ? 0 : s.st.reserved_bytes - s.st.allocated_bytes - s.quick_bytes);
+  return static_cast<double>(idle) >
+         s.opt.fragment_threshold * static_cast<double>(s.st.reserved_bytes);
+}
+
+// Plain providers: cached blocks back to the index, wholly free segments back
+// to the device.
+Status ReclaimSegments(State& s, Provider& pv) {
+  FlushQuick(s);
+  ANXIN_TRY(ReleaseFreeSegments(s, pv));
+  ++s.st.reclaims;
+  return Ok();
+}
+
 }  // namespace
 
 Allocator::Allocator(std::unique_ptr<Provider> provider, AllocatorOptions options)
@@ -489,205 +507,252 @@ Allocator::~Allocator() {
   }
 }
 
+// One Allocate call: what was asked, the block chosen for it, and (virtual
+// memory) which of the block's chunks still lack physical memory.
+struct Allocator::Request {
+  uint64_t size = 0;  // as asked
+  uint64_t stream = 0;
+  uint64_t rounded = 0;  // size rounded up to kAlign
+  bool small = false;
+  Pool* pool = nullptr;
+  Block* block = nullptr;
+  bool reclaimed = false;  // cached or idle memory was reused for this call
+  // The block's chunks [lo, hi) in its region; `need` of them are unmapped.
+  uint64_t lo = 0, hi = 0, need = 0;
+
+  void CountNeed(const State& s) {
+    const Region& r = *block->region;
+    std::tie(lo, hi) = ChunkRange(s, r, block->addr, block->size);
+    need = 0;
+    for (uint64_t g = lo; g < hi; ++g) need += r.handle[g] == kNoHandle;
+  }
+};
+
 Result<uint64_t> Allocator::Allocate(uint64_t size, uint64_t stream) {
   std::lock_guard lock(mu_);
   State& s = *state_;
-  Provider& pv = *provider_;
+  Request q;
+  q.size = size;
+  q.stream = stream;
   // Larger than the device (or than any): an OOM at once.
   if (size > s.max_request) [[unlikely]] {
-    Error e = OomError(s, pv, size, stream, "larger than the device");
-    ++s.st.ooms;
-    return std::unexpected(std::move(e));
+    return std::unexpected(Oom(q, "larger than the device"));
   }
-  const uint64_t rs = RoundUp(std::max<uint64_t>(size, 1), kAlign);
-  const bool small = rs <= s.opt.small_size;
-  Pool* p = GetPool(s, stream, small);
-
-  // Fast path: a cached block of exactly this size.
-  std::vector<Block*>* quick = nullptr;
-  if (small) {
-    quick = &p->quick_small[rs / kAlign].blocks;
-  } else {
-    if (QuickList** list = p->quick_large.Find(rs)) quick = &(*list)->blocks;
-  }
-  if (quick && !quick->empty()) {
-    Block* b = quick->back();
-    quick->pop_back();
-    b->state = BlockState::kAllocated;
-    b->requested = size;
-    s.quick_bytes -= b->size;
-    s.st.cached_bytes = s.quick_bytes;
-    s.st.allocated_bytes += b->size;
-    s.st.requested_bytes += size;
-    s.st.peak_allocated_bytes = std::max(s.st.peak_allocated_bytes, s.st.allocated_bytes);
-    ++s.st.allocs;
-    return b->addr;
-  }
-
-  bool reclaimed = false;
-  auto free_memory_over_threshold = [&] {
-    uint64_t idle = s.idle.size() * s.chunk + s.quick_bytes +
-                    (s.vm ? 0 : s.st.reserved_bytes - s.st.allocated_bytes - s.quick_bytes);
-    return static_cast<double>(idle) >
-           s.opt.fragment_threshold * static_cast<double>(s.st.reserved_bytes);
-  };
-
-  Block* b = FindFree(p, rs);
-  if (!s.vm) {
-    // Plain provider: segments.
-    uint64_t seg = RoundUp(small ? std::max(rs, 2 * kMiB) : rs, s.chunk);
-    seg = RoundUp(seg, pv.Granularity());
-    if (!b && (free_memory_over_threshold() || s.st.reserved_bytes + seg > s.pool_limit)) {
-      FlushQuick(s);
-      ANXIN_TRY(ReleaseFreeSegments(s, pv));
-      ++s.st.reclaims;
-      reclaimed = true;
-      b = FindFree(p, rs);
-    }
-    if (!b) {
-      bool over = s.st.reserved_bytes + seg > s.pool_limit;
-      if (over && !s.opt.expand) {
-        Error e = OomError(s, pv, size, stream, "pool limit reached and expand is off");
-        ++s.st.ooms;
-        return std::unexpected(std::move(e));
-      }
-      auto addr = pv.Allocate(seg);
-      if (!addr && !reclaimed) {
-        FlushQuick(s);
-        ANXIN_TRY(ReleaseFreeSegments(s, pv));
-        ++s.st.reclaims;
-        reclaimed = true;
-        b = FindFree(p, rs);
-        if (!b) addr = pv.Allocate(seg);
-      }
-      if (!b) {
-        if (!addr) {
-          Error e = OomError(s, pv, size, stream, addr.error().Describe());
-          ++s.st.ooms;
-          return std::unexpected(std::move(e));
-        }
-        if (over) ++s.st.expansions;
-        AddRegion(s, p, *addr, seg);
-        s.st.reserved_bytes += seg;
-        ++s.st.device_allocs;
-        b = FindFree(p, rs);
-      }
-    }
-  } else if (!b) {
-    uint64_t va_size = std::max(s.va_region_size, RoundUp(rs, s.chunk));
-    ANXIN_ASSIGN_OR_RETURN(
-        uint64_t va, WithContext(pv.ReserveAddress(va_size), "reserving device address space"));
-    AddRegion(s, p, va, va_size);
-    b = FindFree(p, rs);
-  }
-
-  // Take the block out of the free index, splitting off the remainder.
-  auto take = [&] {
-    p->free.erase(b);
-    if (b->size > rs) {
-      Block* rest = NewBlock(s);
-      rest->addr = b->addr + rs;
-      rest->size = b->size - rs;
-      rest->region = b->region;
-      rest->prev = b;
-      rest->next = b->next;
-      if (b->next) b->next->prev = rest;
-      b->next = rest;
-      b->size = rs;
-      p->free.insert(rest);
-    }
-    b->state = BlockState::kAllocated;
-    b->requested = size;
-  };
-  take();
-
+  q.rounded = RoundUp(std::max<uint64_t>(size, 1), kAlign);
+  q.small = q.rounded <= s.opt.small_size;
+  q.pool = GetPool(s, stream, q.small);
+  if (TakeCached(q)) return q.block->addr;
+  ANXIN_TRY(s.vm ? FindInAddressSpace(q) : FindInSegments(q));
+  TakeFromIndex(q);
   if (s.vm) {
-    AcquireChunks(s, b);
-    Region* r = b->region;
-    uint64_t lo = 0, hi = 0, need = 0;
-    auto count_need = [&] {
-      r = b->region;
-      std::tie(lo, hi) = ChunkRange(s, *r, b->addr, b->size);
-      need = 0;
-      for (uint64_t g = lo; g < hi; ++g) need += r->handle[g] == kNoHandle;
-    };
-    count_need();
-    auto fail = [&](const std::string& why) -> Result<uint64_t> {
-      Error e = OomError(s, pv, size, stream, why);
-      ++s.st.ooms;
-      ReleaseChunks(s, b);
-      InsertFree(s, b);
-      return std::unexpected(std::move(e));
-    };
-    if (s.cached_handles.size() < need) {
-      uint64_t shortfall = need - s.cached_handles.size();
-      if (free_memory_over_threshold() ||
-          s.st.reserved_bytes + shortfall * s.chunk > s.pool_limit) {
-        // Idle chunks first; cached blocks only if they are not enough, so
-        // the per-size caches survive most reclaims. Then the cached blocks
-        // go back to the free index, where they merge, and the block is
-        // chosen again: the best fit now often lies over chunks that are
-        // still mapped, which saves remapping them.
-        if (s.idle.size() < shortfall && s.quick_bytes > 0) {
-          ReleaseChunks(s, b);
-          InsertFree(s, b);
-          FlushQuick(s);
-          b = FindFree(p, rs);
-          take();
-          AcquireChunks(s, b);
-          count_need();
-        }
-        if (s.cached_handles.size() < need) {
-          ANXIN_TRY(UnmapIdle(s, pv, need - s.cached_handles.size()));
-        }
-        ++s.st.reclaims;
-        reclaimed = true;
-      }
-    }
-    auto reclaim_all = [&]() -> Status {
-      FlushQuick(s);
-      ANXIN_TRY(UnmapIdle(s, pv, need - s.cached_handles.size()));
-      reclaimed = true;
-      return Ok();
-    };
-    uint64_t shortfall = need - std::min<uint64_t>(need, s.cached_handles.size());
-    if (shortfall > 0 && s.st.reserved_bytes + shortfall * s.chunk > s.pool_limit) {
-      if (!reclaimed) ANXIN_TRY(reclaim_all());
-      shortfall = need - std::min<uint64_t>(need, s.cached_handles.size());
-      if (shortfall > 0 && s.st.reserved_bytes + shortfall * s.chunk > s.pool_limit) {
-        if (!s.opt.expand) return fail("pool limit reached and expand is off");
-        ++s.st.expansions;
-      }
-    }
-    while (s.cached_handles.size() < need) {
-      auto h = pv.CreatePhysical(s.chunk);
-      if (!h) {
-        if (!reclaimed) {
-          ANXIN_TRY(reclaim_all());
-          continue;
-        }
-        return fail(h.error().Describe());
-      }
-      s.cached_handles.push_back(*h);
-      s.st.reserved_bytes += s.chunk;
-      ++s.st.device_allocs;
-    }
-    for (uint64_t g = lo; g < hi; ++g) {
-      if (r->handle[g] != kNoHandle) continue;
-      PhysicalHandle h = s.cached_handles.back();
-      uint64_t va = r->base + g * s.chunk;
-      auto mapped = pv.Map(va, s.chunk, h);
-      if (!mapped)
-        return fail(fmt::format("mapping chunk at {:#x}: {}", va, mapped.error().Describe()));
-      s.cached_handles.pop_back();
-      r->handle[g] = h;
-      ++s.st.maps;
+    if (Status backed = BackWithChunks(q); !backed) {
+      // Whatever failed (no memory, or a synchronize, unmap or map the
+      // device refused), the block was never handed out: it goes back.
+      ReturnToIndex(q);
+      return std::unexpected(std::move(backed).error());
     }
   }
-  if (reclaimed) ++s.st.retries;
+  return Commit(q);
+}
+
+bool Allocator::TakeCached(Request& q) {
+  State& s = *state_;
+  std::vector<Block*>* quick = nullptr;
+  if (q.small) {
+    quick = &q.pool->quick_small[q.rounded / kAlign].blocks;
+  } else if (QuickList** list = q.pool->quick_large.Find(q.rounded)) {
+    quick = &(*list)->blocks;
+  }
+  if (!quick || quick->empty()) return false;
+  Block* b = quick->back();
+  quick->pop_back();
+  b->state = BlockState::kAllocated;
+  b->requested = q.size;
+  s.quick_bytes -= b->size;
+  s.st.cached_bytes = s.quick_bytes;
+  s.st.allocated_bytes += b->size;
+  s.st.requested_bytes += q.size;
+  s.st.peak_allocated_bytes = std::max(s.st.peak_allocated_bytes, s.st.allocated_bytes);
+  ++s.st.allocs;
+  q.block = b;
+  return true;
+}
+
+Status Allocator::FindInSegments(Request& q) {
+  State& s = *state_;
+  Provider& pv = *provider_;
+  q.block = FindFree(q.pool, q.rounded);
+  if (q.block) return Ok();
+  uint64_t seg = RoundUp(q.small ? std::max(q.rounded, 2 * kMiB) : q.rounded, s.chunk);
+  seg = RoundUp(seg, pv.Granularity());
+  if (FreeMemoryOverThreshold(s) || s.st.reserved_bytes + seg > s.pool_limit) {
+    ANXIN_TRY(ReclaimSegments(s, pv));
+    q.reclaimed = true;
+    q.block = FindFree(q.pool, q.rounded);
+    if (q.block) return Ok();
+  }
+  bool over = s.st.reserved_bytes + seg > s.pool_limit;
+  if (over && !s.opt.expand) {
+    return std::unexpected(Oom(q, "pool limit reached and expand is off"));
+  }
+  auto addr = pv.Allocate(seg);
+  if (!addr && !q.reclaimed) {
+    ANXIN_TRY(ReclaimSegments(s, pv));
+    q.reclaimed = true;
+    q.block = FindFree(q.pool, q.rounded);
+    if (q.block) return Ok();
+    addr = pv.Allocate(seg);
+  }
+  if (!addr) return std::unexpected(Oom(q, addr.error().Describe()));
+  if (over) ++s.st.expansions;
+  AddRegion(s, q.pool, *addr, seg);
+  s.st.reserved_bytes += seg;
+  ++s.st.device_allocs;
+  q.block = FindFree(q.pool, q.rounded);
+  return Ok();
+}
+
+Status Allocator::FindInAddressSpace(Request& q) {
+  State& s = *state_;
+  q.block = FindFree(q.pool, q.rounded);
+  if (q.block) return Ok();
+  uint64_t va_size = std::max(s.va_region_size, RoundUp(q.rounded, s.chunk));
+  ANXIN_ASSIGN_OR_RETURN(uint64_t va, WithContext(provider_->ReserveAddress(va_size),
+                                                  "reserving device address space"));
+  AddRegion(s, q.pool, va, va_size);
+  q.block = FindFree(q.pool, q.rounded);
+  return Ok();
+}
+
+void Allocator::TakeFromIndex(Request& q) {
+  State& s = *state_;
+  Block* b = q.block;
+  q.pool->free.erase(b);
+  if (b->size > q.rounded) {
+    Block* rest = NewBlock(s);
+    rest->addr = b->addr + q.rounded;
+    rest->size = b->size - q.rounded;
+    rest->region = b->region;
+    rest->prev = b;
+    rest->next = b->next;
+    if (b->next) b->next->prev = rest;
+    b->next = rest;
+    b->size = q.rounded;
+    q.pool->free.insert(rest);
+  }
+  b->state = BlockState::kAllocated;
+  b->requested = q.size;
+  AcquireChunks(s, b);
+}
+
+void Allocator::ReturnToIndex(Request& q) {
+  ReleaseChunks(*state_, q.block);
+  InsertFree(*state_, q.block);
+  q.block = nullptr;
+}
+
+Status Allocator::BackWithChunks(Request& q) {
+  State& s = *state_;
+  q.CountNeed(s);
+  if (s.cached_handles.size() < q.need) {
+    uint64_t shortfall = q.need - s.cached_handles.size();
+    if (FreeMemoryOverThreshold(s) || s.st.reserved_bytes + shortfall * s.chunk > s.pool_limit) {
+      ANXIN_TRY(ReclaimBeforeGrowing(q));
+    }
+  }
+  auto shortfall = [&] { return q.need - std::min<uint64_t>(q.need, s.cached_handles.size()); };
+  if (shortfall() > 0 && s.st.reserved_bytes + shortfall() * s.chunk > s.pool_limit) {
+    if (!q.reclaimed) ANXIN_TRY(ReclaimAll(q));
+    if (shortfall() > 0 && s.st.reserved_bytes + shortfall() * s.chunk > s.pool_limit) {
+      if (!s.opt.expand) {
+        return std::unexpected(Oom(q, "pool limit reached and expand is off"));
+      }
+      ++s.st.expansions;
+    }
+  }
+  ANXIN_TRY(CreateChunks(q));
+  return MapChunks(q);
+}
+
+// Idle chunks first; cached blocks only if they are not enough, so the
+// per-size caches survive most reclaims. Then the cached blocks go back to the
+// free index, where they merge, and the block is chosen again: the best fit
+// now often lies over chunks that are still mapped, which saves remapping them.
+Status Allocator::ReclaimBeforeGrowing(Request& q) {
+  State& s = *state_;
+  uint64_t shortfall = q.need - s.cached_handles.size();
+  if (s.idle.size() < shortfall && s.quick_bytes > 0) {
+    ReturnToIndex(q);
+    FlushQuick(s);
+    q.block = FindFree(q.pool, q.rounded);
+    TakeFromIndex(q);
+    q.CountNeed(s);
+  }
+  if (s.cached_handles.size() < q.need) {
+    ANXIN_TRY(UnmapIdle(s, *provider_, q.need - s.cached_handles.size()));
+  }
+  ++s.st.reclaims;
+  q.reclaimed = true;
+  return Ok();
+}
+
+Status Allocator::ReclaimAll(Request& q) {
+  State& s = *state_;
+  FlushQuick(s);
+  ANXIN_TRY(UnmapIdle(s, *provider_, q.need - s.cached_handles.size()));
+  q.reclaimed = true;
+  return Ok();
+}
+
+Status Allocator::CreateChunks(Request& q) {
+  State& s = *state_;
+  while (s.cached_handles.size() < q.need) {
+    auto h = provider_->CreatePhysical(s.chunk);
+    if (!h) {
+      if (!q.reclaimed) {
+        ANXIN_TRY(ReclaimAll(q));
+        continue;
+      }
+      return std::unexpected(Oom(q, h.error().Describe()));
+    }
+    s.cached_handles.push_back(*h);
+    s.st.reserved_bytes += s.chunk;
+    ++s.st.device_allocs;
+  }
+  return Ok();
+}
+
+Status Allocator::MapChunks(Request& q) {
+  State& s = *state_;
+  Region* r = q.block->region;
+  for (uint64_t g = q.lo; g < q.hi; ++g) {
+    if (r->handle[g] != kNoHandle) continue;
+    PhysicalHandle h = s.cached_handles.back();
+    uint64_t va = r->base + g * s.chunk;
+    if (auto mapped = provider_->Map(va, s.chunk, h); !mapped) {
+      return std::unexpected(
+          Oom(q, fmt::format("mapping chunk at {:#x}: {}", va, mapped.error().Describe())));
+    }
+    s.cached_handles.pop_back();
+    r->handle[g] = h;
+    ++s.st.maps;
+  }
+  return Ok();
+}
+
+Error Allocator::Oom(const Request& q, const std::string& why) {
+  Error e = OomError(*state_, *provider_, q.size, q.stream, why);
+  ++state_->st.ooms;
+  return e;
+}
+
+uint64_t Allocator::Commit(Request& q) {
+  State& s = *state_;
+  Block* b = q.block;
+  if (q.reclaimed) ++s.st.retries;
   s.live[b->addr] = b;
   s.st.allocated_bytes += b->size;
-  s.st.requested_bytes += size;
+  s.st.requested_bytes += q.size;
   s.st.peak_allocated_bytes = std::max(s.st.peak_allocated_bytes, s.st.allocated_bytes);
   s.st.peak_reserved_bytes = std::max(s.st.peak_reserved_bytes, s.st.reserved_bytes);
   ++s.st.allocs;
@@ -726,12 +791,28 @@ Status Allocator::EmptyCache() {
   FlushQuick(s);
   if (!s.vm) return ReleaseFreeSegments(s, pv);
   ANXIN_TRY(UnmapIdle(s, pv, s.idle.size()));
-  for (PhysicalHandle h : s.cached_handles) {
-    ANXIN_TRY(pv.ReleasePhysical(h, s.chunk));
+  // One at a time, so that after a failed release the handles still listed
+  // are exactly those the device still holds.
+  while (!s.cached_handles.empty()) {
+    ANXIN_TRY(pv.ReleasePhysical(s.cached_handles.back(), s.chunk));
+    s.cached_handles.pop_back();
     s.st.reserved_bytes -= s.chunk;
     ++s.st.device_frees;
   }
-  s.cached_handles.clear();
+  return Ok();
+}
+
+Status Allocator::SetIndexedForTesting(uint64_t addr, bool indexed) {
+  std::lock_guard lock(mu_);
+  State& s = *state_;
+  Block** found = s.live.Find(addr);
+  if (!found) return InvalidArgument(fmt::format("no block in use at {:#x}", addr));
+  Pool* p = (*found)->region->pool;
+  if (indexed) {
+    p->free.insert(*found);
+  } else {
+    p->free.erase(*found);
+  }
   return Ok();
 }
 
@@ -763,7 +844,7 @@ Status Allocator::CheckInvariants() const {
   std::lock_guard lock(mu_);
   const State& s = *state_;
   uint64_t allocated = 0, cached = 0, free_in_index = 0, mapped = 0, idle = 0, segments = 0;
-  size_t used_blocks = 0;
+  size_t used_blocks = 0, free_blocks = 0;
   for (const auto& r : s.regions) {
     const Pool* p = r->pool;
     const Block* first = r->first;
@@ -784,6 +865,7 @@ Status Allocator::CheckInvariants() const {
         if (!p->free.contains(const_cast<Block*>(b))) return Internal("free block not indexed");
         if (b->next && b->next->state == BlockState::kFree) return Internal("unmerged free blocks");
         free_in_index += b->size;
+        ++free_blocks;
       } else {
         Block* const* it = s.live.Find(b->addr);
         if (!it || *it != b) return Internal("used block not in live map");
@@ -829,7 +911,24 @@ Status Allocator::CheckInvariants() const {
   if (reserved != s.st.reserved_bytes) {
     return Internal(fmt::format("reserved {} != stats {}", reserved, s.st.reserved_bytes));
   }
-  (void)free_in_index;
+  // The free indexes hold exactly the free blocks of the regions: a block
+  // handed out but still indexed could be handed out twice.
+  uint64_t indexed = 0;
+  size_t indexed_blocks = 0;
+  for (const auto& p : s.pool_storage) {
+    for (const Block* b : p->free) {
+      if (b->state != BlockState::kFree) {
+        return Internal(fmt::format("block {:#x}+{} is in use but in the free index", b->addr,
+                                    b->size));
+      }
+      indexed += b->size;
+      ++indexed_blocks;
+    }
+  }
+  if (indexed != free_in_index || indexed_blocks != free_blocks) {
+    return Internal(fmt::format("free index holds {} bytes in {} blocks, regions {} in {}",
+                                indexed, indexed_blocks, free_in_index, free_blocks));
+  }
   return Ok();
 }
 

@@ -99,14 +99,49 @@ class Allocator {
   Status EmptyCache();
   AllocatorStats Stats() const;
   // Checks the internal invariants (tests): contiguity, no overlap, merged
-  // neighbours, consistent counters and mappings.
+  // neighbours, free indexes holding exactly the free blocks, consistent
+  // counters and mappings.
   Status CheckInvariants() const;
+  // Tests only, to see CheckInvariants catch a broken free index: puts the
+  // block in use at `addr` into its pool's free index (indexed) or takes it
+  // out again. Undo it before the allocator is destroyed.
+  Status SetIndexedForTesting(uint64_t addr, bool indexed);
   const Provider& provider() const { return *provider_; }
 
   struct State;  // the implementation (allocator.cc)
 
  private:
+  struct Request;  // one Allocate call in progress (allocator.cc)
+
   Allocator(std::unique_ptr<Provider> provider, AllocatorOptions options);
+
+  // The steps of Allocate, called with mu_ held. A step that fails leaves
+  // q.block taken (Allocate returns it to the index) and the rest of the
+  // state consistent, keeping what it reclaimed on the way.
+  // The fast path: hands out a cached block of exactly the rounded size, if
+  // there is one, and says whether it did.
+  bool TakeCached(Request& q);
+  // Plain provider: a free block in a segment, releasing wholly free segments
+  // or adding a segment when needed.
+  Status FindInSegments(Request& q);
+  // Virtual memory: a free address block, reserving a new range when needed.
+  Status FindInAddressSpace(Request& q);
+  // Takes q.block out of its pool's free index, splitting off the remainder.
+  void TakeFromIndex(Request& q);
+  // Undoes TakeFromIndex: the block goes back into the free index.
+  void ReturnToIndex(Request& q);
+  // Virtual memory: gives each chunk under q.block physical memory, from
+  // unmapped handles, idle chunks, cached blocks or the device, in that order.
+  Status BackWithChunks(Request& q);
+  Status ReclaimBeforeGrowing(Request& q);
+  Status ReclaimAll(Request& q);
+  Status CreateChunks(Request& q);
+  Status MapChunks(Request& q);
+  // Counts an OOM for q with the stats in its message.
+  Error Oom(const Request& q, const std::string& why);
+  // Hands q.block out: live map and counters.
+  uint64_t Commit(Request& q);
+
   std::unique_ptr<Provider> provider_;
   std::unique_ptr<State> state_;
   mutable std::mutex mu_;

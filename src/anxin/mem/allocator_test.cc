@@ -5,7 +5,9 @@
 
 #include <atomic>
 #include <cstring>
+#include <functional>
 #include <map>
+#include <memory>
 #include <random>
 #include <thread>
 
@@ -356,6 +358,146 @@ TEST(AllocatorTest, FailedMapLeavesConsistentState) {
   fail_map = false;
   EXPECT_THAT(a->Allocate(4 * kMiB), IsOk());
   EXPECT_THAT(a->CheckInvariants(), IsOk());
+}
+
+// Every way the device can refuse a step of Allocate: the call fails, nothing
+// is lost (the block it took goes back to the free index, the chunks it had
+// unmapped stay accounted), the invariants hold, the live blocks keep their
+// data, and once the device recovers the same call works.
+struct FaultCase {
+  const char* name;
+  std::string op;  // fails from its nth call (from 1) on
+  int nth;
+  std::string also;  // a second op that fails from the start, or ""
+  // 0: the free memory left by the freed blocks triggers a reclaim at once;
+  // 1: it does not, and only a failed create leads to one.
+  double threshold;
+  ErrorCode code;
+  const char* message;
+};
+
+// Fails `op` from its nth call on, and `also` always, while armed.
+std::function<bool(std::string_view)> FailFrom(const std::atomic<bool>& armed, std::string op,
+                                               int nth, std::string also = "") {
+  auto calls = std::make_shared<int>(0);
+  return [&armed, op, nth, also, calls](std::string_view what) {
+    if (!armed) return false;
+    if (what == also) return true;
+    return what == op && ++*calls >= nth;
+  };
+}
+
+class AllocatorFaultTest : public ::testing::TestWithParam<FaultCase> {};
+
+TEST_P(AllocatorFaultTest, FailedDeviceCallLosesNothing) {
+  const FaultCase& c = GetParam();
+  std::atomic<bool> armed{false};
+  SimOptions sim = Backed(512 * kMiB);
+  sim.fail = FailFrom(armed, c.op, c.nth, c.also);
+  AllocatorOptions o;
+  o.fragment_threshold = c.threshold;
+  auto a = Make(sim, o);
+  // 16 live 4 MiB blocks with their own data, and 16 freed ones between them:
+  // a 48 MiB block is stitched from the freed blocks' 32 chunks.
+  std::vector<uint64_t> blocks;
+  for (int i = 0; i < 32; ++i) {
+    auto p = a->Allocate(4 * kMiB);
+    ASSERT_THAT(p, IsOk());
+    blocks.push_back(*p);
+  }
+  // Each chunk's first and last byte: enough to see a chunk lost or moved.
+  auto fill = [](uint64_t addr, uint64_t size, uint8_t tag) {
+    for (uint64_t at = 0; at < size; at += 2 * kMiB) {
+      reinterpret_cast<uint8_t*>(addr)[at] = tag;
+      reinterpret_cast<uint8_t*>(addr)[at + 2 * kMiB - 1] = tag;
+    }
+  };
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    if (i % 2) {
+      fill(blocks[i], 4 * kMiB, static_cast<uint8_t>(i));
+    } else {
+      ASSERT_THAT(a->Free(blocks[i]), IsOk());
+    }
+  }
+  AllocatorStats before = a->Stats();
+  armed = true;
+  EXPECT_THAT(a->Allocate(48 * kMiB), HasCode(c.code, HasSubstr(c.message)));
+  armed = false;
+  EXPECT_THAT(a->CheckInvariants(), IsOk());
+  AllocatorStats after = a->Stats();
+  EXPECT_EQ(after.allocated_bytes, before.allocated_bytes);
+  EXPECT_EQ(after.requested_bytes, before.requested_bytes);
+  EXPECT_EQ(after.allocs, before.allocs);
+  auto big = a->Allocate(48 * kMiB);
+  ASSERT_THAT(big, IsOk());
+  fill(*big, 48 * kMiB, 1);
+  EXPECT_THAT(a->CheckInvariants(), IsOk());
+  for (size_t i = 1; i < blocks.size(); i += 2) {
+    const auto* m = reinterpret_cast<const uint8_t*>(blocks[i]);
+    for (uint64_t at : {uint64_t{0}, 2 * kMiB - 1, 2 * kMiB, 4 * kMiB - 1}) {
+      ASSERT_EQ(m[at], i) << "block " << i << " byte " << at;
+    }
+  }
+  EXPECT_LE(a->Stats().reserved_bytes, before.reserved_bytes + 48 * kMiB);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    EveryDeviceCall, AllocatorFaultTest,
+    ::testing::Values(
+        FaultCase{"Synchronize", "synchronize", 1, "", 0, ErrorCode::kUnavailable,
+                  "waiting for the device before unmapping idle chunks"},
+        FaultCase{"FirstUnmap", "unmap", 1, "", 0, ErrorCode::kUnavailable, "unmapping idle chunk"},
+        FaultCase{"LaterUnmap", "unmap", 5, "", 0, ErrorCode::kUnavailable, "unmapping idle chunk"},
+        FaultCase{"FirstMap", "map", 1, "", 0, ErrorCode::kResourceExhausted, "mapping chunk"},
+        FaultCase{"LaterMap", "map", 3, "", 0, ErrorCode::kResourceExhausted, "mapping chunk"},
+        FaultCase{"CreateThenSynchronize", "create", 1, "synchronize", 1, ErrorCode::kUnavailable,
+                  "waiting for the device before unmapping idle chunks"},
+        FaultCase{"CreateThenUnmap", "create", 1, "unmap", 1, ErrorCode::kUnavailable,
+                  "unmapping idle chunk"},
+        FaultCase{"CreateThenMap", "create", 1, "map", 1, ErrorCode::kResourceExhausted,
+                  "mapping chunk"}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+// empty_cache refused by the device part-way: what was not released stays
+// accounted (and is not released twice), and a later call finishes the job.
+TEST(AllocatorTest, FailedEmptyCacheLosesNothing) {
+  for (auto [op, nth] : std::vector<std::pair<std::string, int>>{
+           {"synchronize", 1}, {"unmap", 1}, {"unmap", 3}, {"release", 1}, {"release", 3}}) {
+    SCOPED_TRACE(op + " from call " + std::to_string(nth));
+    std::atomic<bool> armed{false};
+    SimOptions sim = Backed(64 * kMiB);
+    sim.fail = FailFrom(armed, op, nth);
+    auto a = Make(sim);
+    auto p = a->Allocate(10 * kMiB);
+    auto q = a->Allocate(1 * kMiB);
+    ASSERT_THAT(p, IsOk());
+    ASSERT_THAT(q, IsOk());
+    ASSERT_THAT(a->Free(*p), IsOk());
+    armed = true;
+    EXPECT_THAT(a->EmptyCache(), HasCode(ErrorCode::kUnavailable, HasSubstr("injected")));
+    armed = false;
+    EXPECT_THAT(a->CheckInvariants(), IsOk());
+    ASSERT_THAT(a->EmptyCache(), IsOk());
+    EXPECT_EQ(a->Stats().reserved_bytes, 2 * kMiB);
+    EXPECT_THAT(a->CheckInvariants(), IsOk());
+  }
+}
+
+// CheckInvariants reads the free indexes too: a block handed out that is
+// still indexed (it could be handed out twice) is caught.
+TEST(AllocatorTest, CheckInvariantsCatchesABlockInUseLeftInTheFreeIndex) {
+  for (bool vm : {true, false}) {
+    auto a = Make(Backed(64 * kMiB, vm));
+    auto p = a->Allocate(6 * kMiB);
+    ASSERT_THAT(p, IsOk());
+    ASSERT_THAT(a->CheckInvariants(), IsOk());
+    ASSERT_THAT(a->SetIndexedForTesting(*p, true), IsOk());
+    EXPECT_THAT(a->CheckInvariants(),
+                HasCode(ErrorCode::kInternal, HasSubstr("in use but in the free index")))
+        << (vm ? "virtual memory" : "segments");
+    ASSERT_THAT(a->SetIndexedForTesting(*p, false), IsOk());
+    EXPECT_THAT(a->CheckInvariants(), IsOk());
+  }
 }
 
 TEST(AllocatorTest, PlainProviderReleasesFreeSegmentsUnderPressure) {

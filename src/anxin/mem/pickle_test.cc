@@ -167,5 +167,43 @@ TEST(TraceTest, JsonlRoundTripAndErrors) {
   EXPECT_THAT(ReadTrace(bad), HasCode(ErrorCode::kInvalidArgument, HasSubstr("unknown action")));
 }
 
+// What is not a trace is an input error naming the file, never an empty
+// replay: a directory, an empty file, a file in neither format (saying which
+// formats were expected), and a trace without events. The format comes from
+// the content, not the name.
+TEST(TraceTest, InputThatIsNoTraceIsRefusedNamingTheFile) {
+  anxin::testing::TempDir dir;
+  using ::testing::Not;
+  EXPECT_THAT(ReadTrace(dir.path()),
+              HasCode(ErrorCode::kInvalidArgument, HasSubstr("is a directory, not a file")));
+  std::string empty = dir.Write("empty.pickle", "");
+  EXPECT_THAT(ReadTrace(empty), HasCode(ErrorCode::kInvalidArgument,
+                                        AllOf(HasSubstr(empty), HasSubstr("the file is empty"))));
+  std::string text = dir.Write("notes.pickle", "hello, world\n");
+  EXPECT_THAT(ReadTrace(text),
+              HasCode(ErrorCode::kInvalidArgument,
+                      AllOf(HasSubstr(text), HasSubstr("is not a PyTorch memory snapshot"),
+                            HasSubstr("0x80"), HasSubstr("\"hello, world\\x0a\""),
+                            Not(HasSubstr("JSON object")))));
+  std::string other = dir.Write("notes.txt", "alloc 1 5\n");
+  EXPECT_THAT(ReadTrace(other), HasCode(ErrorCode::kInvalidArgument,
+                                        AllOf(HasSubstr(other), HasSubstr("neither"),
+                                              HasSubstr("snapshot"), HasSubstr("JSONL"))));
+  std::string no_events =
+      dir.Write("idle.jsonl", "# state only\n{\"action\":\"live\",\"addr\":4096,\"size\":512}\n\n");
+  EXPECT_THAT(ReadTrace(no_events),
+              HasCode(ErrorCode::kInvalidArgument,
+                      AllOf(HasSubstr(no_events), HasSubstr("no allocation events"))));
+  EXPECT_THAT(ReadTrace(dir.Write("blank.jsonl", "\n \n")),
+              HasCode(ErrorCode::kInvalidArgument, HasSubstr("no allocation events")));
+  // JSONL under a snapshot's name is still JSONL.
+  std::string jsonl_named_pickle = dir.Write("trace.pickle",
+                                             "{\"action\":\"alloc\",\"addr\":4096,\"size\":5}\n"
+                                             "{\"action\":\"free\",\"addr\":4096}\n");
+  auto t = ReadTrace(jsonl_named_pickle);
+  ASSERT_THAT(t, IsOk());
+  EXPECT_EQ(t->events.size(), 2u);
+}
+
 }  // namespace
 }  // namespace anxin::mem

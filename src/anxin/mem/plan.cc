@@ -309,7 +309,7 @@ Result<Plan> MakePlan(const ModelShape& shape, uint64_t device_memory) {
   plan.pool_bytes = (pool + pick->block_size - 1) / pick->block_size * pick->block_size;
   plan.pool_fraction =
       device_memory ? static_cast<double>(plan.pool_bytes) / static_cast<double>(device_memory) : 0;
-  plan.fits = device_memory == 0 || plan.pool_fraction <= 0.95;
+  plan.fits = device_memory == 0 || plan.pool_fraction <= kMaxPoolFraction;
 
   // Embedding shards: large single tensors need large contiguous blocks under
   // PyTorch's allocator; try shard sizes and keep the largest near the best.

@@ -62,6 +62,10 @@ struct ShardTrial {
   uint64_t anxin_peak_reserved = 0;
 };
 
+// The most of the device a recommended pool may take: the rest is left to
+// the framework's context, kernels' workspaces and other processes.
+inline constexpr double kMaxPoolFraction = 0.95;
+
 struct Plan {
   uint64_t parameters = 0;
   uint64_t embedding_parameters = 0;
@@ -70,7 +74,9 @@ struct Plan {
   uint64_t pytorch_peak_reserved = 0;
   uint64_t anxin_peak_reserved = 0;
   uint64_t device_memory = 0;
-  // Recommendations.
+  // Recommendations. pool_bytes is what the pool needs (the replayed peak
+  // plus 5%, in whole blocks); pool_fraction, that over device_memory.
+  // fits: device_memory is 0 (unknown) or pool_fraction <= kMaxPoolFraction.
   uint64_t pool_bytes = 0;
   double pool_fraction = 0;
   bool fits = true;

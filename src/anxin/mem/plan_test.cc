@@ -15,6 +15,7 @@ namespace {
 using ::anxin::testing::HasCode;
 using ::anxin::testing::IsOk;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 ModelShape Small() {
   ModelShape s;
@@ -66,6 +67,42 @@ TEST(PlanTest, RecommendsKnobsThatHoldThePeak) {
   auto tiny = MakePlan(Small(), 16 * kMiB);
   ASSERT_THAT(tiny, IsOk());
   EXPECT_FALSE(tiny->fits);
+}
+
+// A pool may take at most 95% of the device. A plan that needs more says so,
+// with the limit, and recommends no pool_size (it once said pool_size:0.96);
+// one that fits recommends a fraction within the limit that holds the pool.
+TEST(PlanTest, NeverRecommendsAPoolAboveTheLimit) {
+  auto need = MakePlan(Small(), 0);
+  ASSERT_THAT(need, IsOk());
+  const double pool = static_cast<double>(need->pool_bytes);
+  auto over = MakePlan(Small(), static_cast<uint64_t>(pool / 0.96));
+  ASSERT_THAT(over, IsOk());
+  EXPECT_FALSE(over->fits);
+  EXPECT_NEAR(over->pool_fraction, 0.96, 0.001);
+  std::string text = PlanText(*over);
+  EXPECT_THAT(text, Not(HasSubstr("pool_size:")));
+  EXPECT_THAT(text, HasSubstr("DOES NOT FIT: the pool needs"));
+  EXPECT_THAT(text, HasSubstr("may take at most 95% of the"));
+  EXPECT_THAT(text, HasSubstr("use a device of at least"));
+  nlohmann::json j = PlanJson(*over);
+  EXPECT_FALSE(j["recommended"].contains("pool_fraction"));
+  EXPECT_FALSE(j["recommended"].contains("pool_bytes"));
+  EXPECT_EQ(j["max_pool_fraction"], kMaxPoolFraction);
+
+  for (double fraction : {0.90, 0.9449, 0.9499}) {
+    const uint64_t device = static_cast<uint64_t>(pool / fraction);
+    auto fit = MakePlan(Small(), device);
+    ASSERT_THAT(fit, IsOk());
+    EXPECT_TRUE(fit->fits) << fraction;
+    std::string t = PlanText(*fit);
+    size_t at = t.find("pool_size:");
+    ASSERT_NE(at, std::string::npos) << t;
+    double recommended = std::stod(t.substr(at + 10));
+    EXPECT_LE(recommended, kMaxPoolFraction) << t;
+    EXPECT_GE(recommended * static_cast<double>(device), pool) << t;
+    EXPECT_THAT(t, Not(HasSubstr("DOES NOT FIT")));
+  }
 }
 
 TEST(PlanTest, BadShapesAndPrecisionsAreErrors) {

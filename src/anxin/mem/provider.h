@@ -81,8 +81,9 @@ struct SimOptions {
   // 60 GiB traces on a laptop).
   bool backed = false;
   // Fault injection for tests: called before each operation ("create",
-  // "map", "allocate", "reserve"); returning true makes that call fail as if
-  // the device were out of memory.
+  // "map", "unmap", "synchronize", "release", "allocate", "reserve");
+  // returning true makes that call fail (create, map, allocate and reserve as
+  // if the device were out of memory; the others as a device error would).
   std::function<bool(std::string_view op)> fail;
   // For tests: told of each "synchronize" and "unmap", in order.
   std::function<void(std::string_view op)> observe;

@@ -69,6 +69,7 @@ class SimProvider final : public Provider {
   }
 
   Status ReleasePhysical(PhysicalHandle handle, uint64_t size) override {
+    if (Fails("release")) return Unavailable("sim: release of physical memory failed (injected)");
     auto it = handle_size_.find(handle);
     if (it == handle_size_.end() || it->second != size) {
       return InvalidArgument(fmt::format("sim: release of unknown handle {}", handle));
@@ -100,10 +101,13 @@ class SimProvider final : public Provider {
 
   Status Synchronize() override {
     if (o_.observe) o_.observe("synchronize");
+    if (Fails("synchronize")) return Unavailable("sim: synchronize failed (injected)");
     return Ok();
   }
   Status Unmap(uint64_t va, uint64_t size) override {
     if (o_.observe) o_.observe("unmap");
+    if (Fails("unmap"))
+      return Unavailable(fmt::format("sim: unmap of {:#x} failed (injected)", va));
     if (!o_.backed) return Ok();
     void* p = mmap(reinterpret_cast<void*>(va), size, PROT_NONE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);

@@ -254,6 +254,7 @@ const PolicyResult* ReplayResult::Find(const std::string& name) const {
 Result<ReplayResult> Replay(const Trace& t, const ReplayOptions& o) {
   ReplayResult r;
   r.source = t.source;
+  r.capacity = o.capacity;
   r.events = t.events.size();
   r.initial_blocks = t.initial_live.size();
   r.initial_reserved = t.InitialReserved();

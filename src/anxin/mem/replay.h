@@ -70,6 +70,7 @@ struct ReplayResult {
   uint64_t trace_segment_allocs = 0, trace_segment_frees = 0;
   uint64_t initial_live = 0, initial_blocks = 0, initial_reserved = 0;
   uint64_t peak_live = 0;  // requested bytes rounded to 512 B
+  uint64_t capacity = 0;   // ReplayOptions::capacity
   std::vector<PolicyResult> policies;
   const PolicyResult* Find(const std::string& name) const;
 };

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "anxin/base/testing.h"
+#include "anxin/mem/report.h"
 #include "anxin/mem/trace.h"
 
 namespace anxin::mem {
@@ -80,6 +81,13 @@ TEST(ReplayTest, SmallDeviceCountsOoms) {
     EXPECT_LE(p->peak_reserved, 20 * kGiB) << name;
     EXPECT_GE(p->fragmentation, 0.0) << name;
   }
+  // The report says so first and claims no saving for a policy that failed.
+  std::string text = ReplayText(*r);
+  EXPECT_THAT(text, ::testing::StartsWith("OOM: pytorch-model failed "));
+  EXPECT_THAT(text, ::testing::HasSubstr("\nOOM: anxin failed "));
+  EXPECT_THAT(text, ::testing::HasSubstr("within --capacity 20.00 GiB"));
+  EXPECT_THAT(text, ::testing::HasSubstr("anxin vs recorded PyTorch: not compared"));
+  EXPECT_THAT(text, ::testing::Not(::testing::HasSubstr("less)")));
 }
 
 INSTANTIATE_TEST_SUITE_P(Snapshots, RealSnapshotTest,

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cerrno>
+#include <cmath>
 #include <fstream>
 
 namespace anxin::mem {
@@ -16,7 +17,24 @@ std::string HumanBytes(uint64_t b) {
 }
 
 std::string ReplayText(const ReplayResult& r) {
-  std::string out = fmt::format(
+  // OOMs first: a policy that failed allocations did not run the trace, and
+  // the memory it did not get is no saving.
+  std::string out;
+  for (const auto& p : r.policies) {
+    if (p.ooms == 0) continue;
+    if (p.name == "pytorch-actual") {
+      out += fmt::format("OOM: the recorded PyTorch run hit {} OOM{}\n", p.ooms,
+                         p.ooms == 1 ? "" : "s");
+      continue;
+    }
+    out += fmt::format(
+        "OOM: {} failed {} allocation{} {}: it did not run this trace, and its figures below are "
+        "for what it held, not a saving\n",
+        p.name, p.ooms, p.ooms == 1 ? "" : "s",
+        r.capacity ? "within --capacity " + HumanBytes(r.capacity) : "on the device");
+  }
+  if (!out.empty()) out += "\n";
+  out += fmt::format(
       "trace {}: {} events ({} allocs, {} frees); at start {} live in {} blocks, {} reserved\n"
       "peak allocated {}\n\n",
       r.source, r.events, r.allocs, r.frees, HumanBytes(r.initial_live), r.initial_blocks,
@@ -34,14 +52,22 @@ std::string ReplayText(const ReplayResult& r) {
   const PolicyResult* actual = r.Find("pytorch-actual");
   const PolicyResult* model = r.Find("pytorch-model");
   const PolicyResult* anxin = r.Find("anxin");
-  if (actual && model) {
+  if (actual && model && model->ooms) {
+    out += fmt::format("\nmodel vs recorded PyTorch: not compared, the model hit {} OOMs\n",
+                       model->ooms);
+  } else if (actual && model) {
     out += fmt::format("\nmodel vs recorded PyTorch: segments {} vs {}, peak reserved {:+.2f}%\n",
                        model->device_allocs, r.trace_segment_allocs,
                        100.0 * (static_cast<double>(model->peak_reserved) /
                                     static_cast<double>(actual->peak_reserved) -
                                 1));
   }
-  if (actual && anxin) {
+  if (actual && anxin && anxin->ooms) {
+    out += fmt::format(
+        "anxin vs recorded PyTorch: not compared, anxin hit {} OOMs; give it more memory "
+        "(--capacity) to compare\n",
+        anxin->ooms);
+  } else if (actual && anxin) {
     out += fmt::format("anxin vs recorded PyTorch: peak reserved {:+.2f}% ({} less)\n",
                        100.0 * (static_cast<double>(anxin->peak_reserved) /
                                     static_cast<double>(actual->peak_reserved) -
@@ -63,7 +89,8 @@ nlohmann::json ReplayJson(const ReplayResult& r) {
                    {"initial_live_bytes", r.initial_live},
                    {"initial_live_blocks", r.initial_blocks},
                    {"initial_reserved_bytes", r.initial_reserved},
-                   {"peak_allocated_bytes", r.peak_live}};
+                   {"peak_allocated_bytes", r.peak_live},
+                   {"capacity_bytes", r.capacity}};
   j["policies"] = nlohmann::json::array();
   for (const auto& p : r.policies) {
     j["policies"].push_back({{"name", p.name},
@@ -104,21 +131,35 @@ std::string PlanText(const Plan& p) {
                        HumanBytes(t.pytorch_peak_reserved), HumanBytes(t.anxin_peak_reserved),
                        t.shard == p.embedding_shard ? "  <-" : "");
   }
-  // Without a device size, the pool in whole MiB as ANXIN_ALLOC_CONF reads it
-  // (it is a whole number of blocks, themselves whole MiB).
-  std::string pool = p.device_memory ? fmt::format("{:.2f}", p.pool_fraction)
-                                     : fmt::format("{}MiB", (p.pool_bytes + kMiB - 1) / kMiB);
-  out += fmt::format(
-      "\nrecommended: ANXIN_ALLOC_CONF=pool_size:{},block_size:{}MiB,expand:true,"
-      "fragment_threshold:{}\n",
-      pool, p.block_size >> 20, p.threshold);
+  std::string knobs = fmt::format("block_size:{}MiB,expand:true,fragment_threshold:{}",
+                                  p.block_size >> 20, p.threshold);
+  if (!p.fits) {
+    // No pool_size: any that holds the peak is above what a pool may take.
+    out += fmt::format(
+        "\nrecommended: ANXIN_ALLOC_CONF={} (no pool_size: the model does not fit, see below)\n",
+        knobs);
+  } else {
+    // Without a device size, the pool in whole MiB as ANXIN_ALLOC_CONF reads
+    // it (it is a whole number of blocks, themselves whole MiB). With one, the
+    // fraction rounded up, so that it never gives less than the pool needs.
+    std::string pool = p.device_memory
+                           ? fmt::format("{:.2f}", std::ceil(p.pool_fraction * 100 - 1e-9) / 100)
+                           : fmt::format("{}MiB", (p.pool_bytes + kMiB - 1) / kMiB);
+    out += fmt::format("\nrecommended: ANXIN_ALLOC_CONF=pool_size:{},{}\n", pool, knobs);
+  }
   out += fmt::format("embedding shards: {}\n",
                      p.embedding_shard ? HumanBytes(p.embedding_shard) : "keep one tensor");
   if (!p.fits) {
+    uint64_t device_needed =
+        static_cast<uint64_t>(std::ceil(static_cast<double>(p.pool_bytes) / kMaxPoolFraction));
     out += fmt::format(
-        "DOES NOT FIT: needs {} of {} device memory; enable recompute, raise the ZeRO stage or "
-        "lower the micro-batch\n",
-        HumanBytes(p.pool_bytes), HumanBytes(p.device_memory));
+        "DOES NOT FIT: the pool needs {} (peak reserved {} + 5%), but a pool may take at most "
+        "{:.0f}% of the {} device ({}); enable recompute, raise the ZeRO stage, lower the "
+        "micro-batch, or use a device of at least {}\n",
+        HumanBytes(p.pool_bytes), HumanBytes(p.anxin_peak_reserved), 100 * kMaxPoolFraction,
+        HumanBytes(p.device_memory),
+        HumanBytes(static_cast<uint64_t>(static_cast<double>(p.device_memory) * kMaxPoolFraction)),
+        HumanBytes(device_needed));
   }
   return out;
 }
@@ -132,12 +173,17 @@ nlohmann::json PlanJson(const Plan& p) {
                    {"anxin_peak_reserved_bytes", p.anxin_peak_reserved},
                    {"device_memory_bytes", p.device_memory},
                    {"fits", p.fits},
+                   {"pool_bytes_needed", p.pool_bytes},
+                   {"max_pool_fraction", kMaxPoolFraction},
                    {"recommended",
-                    {{"pool_bytes", p.pool_bytes},
-                     {"pool_fraction", p.pool_fraction},
-                     {"block_size", p.block_size},
+                    {{"block_size", p.block_size},
                      {"fragment_threshold", p.threshold},
                      {"embedding_shard_bytes", p.embedding_shard}}}};
+  // A pool size only where it fits.
+  if (p.fits) {
+    j["recommended"]["pool_bytes"] = p.pool_bytes;
+    j["recommended"]["pool_fraction"] = p.pool_fraction;
+  }
   for (const auto& c : p.candidates) {
     j["candidates"].push_back({{"block_size", c.block_size},
                                {"fragment_threshold", c.threshold},

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 
+#include "anxin/base/file.h"
 #include "anxin/mem/context.h"
 
 namespace anxin::mem {
@@ -17,6 +18,23 @@ using Kind = PickleNode::Kind;
 using Action = TraceEvent::Action;
 
 constexpr uint64_t kSmallSegment = 2 << 20;
+// Larger files are refused before they are read (a wrong path such as
+// /dev/zero must not exhaust memory); real snapshots are tens of MiB.
+constexpr size_t kMaxTraceBytes = size_t{4} << 30;
+
+// The first bytes of a file, printable, for a message.
+std::string Excerpt(std::string_view bytes) {
+  std::string out;
+  for (unsigned char c : bytes.substr(0, 16)) {
+    if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') {
+      out += static_cast<char>(c);
+    } else {
+      out += fmt::format("\\x{:02x}", c);
+    }
+  }
+  if (bytes.size() > 16) out += "...";
+  return out;
+}
 
 bool FromEmptyCache(const PickleDoc& doc, const PickleNode& entry) {
   const PickleNode* frames = doc.Find(entry, "frames");
@@ -175,16 +193,16 @@ Result<Trace> TraceFromSnapshot(const PickleDoc& doc, int device) {
   return t;
 }
 
-Result<Trace> ReadJsonlTrace(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return std::unexpected(ErrnoError(errno, "open " + path));
+Result<Trace> ParseJsonlTrace(std::string_view text, const std::string& path) {
   Trace t;
   t.source = path;
   std::unordered_map<uint64_t, uint64_t> live;  // addr -> requested size
-  std::string line;
   int lineno = 0;
   bool started = false;
-  while (std::getline(in, line)) {
+  for (size_t pos = 0; pos < text.size();) {
+    size_t eol = std::min(text.find('\n', pos), text.size());
+    std::string line(text.substr(pos, eol - pos));
+    pos = eol + 1;
     ++lineno;
     if (line.find_first_not_of(" \t\r") == std::string::npos || line[0] == '#') continue;
     auto where = [&](std::string what) {
@@ -257,18 +275,42 @@ Result<Trace> ReadJsonlTrace(const std::string& path) {
   return t;
 }
 
+Result<Trace> ReadJsonlTrace(const std::string& path) {
+  ANXIN_ASSIGN_OR_RETURN(std::string text, ReadInputFile(path, "trace", kMaxTraceBytes));
+  return ParseJsonlTrace(text, path);
+}
+
 Result<Trace> ReadTrace(const std::string& path, int device) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return std::unexpected(ErrnoError(errno, "open " + path));
-  int first = in.peek();
-  in.close();
-  if (first == 0x80) {
-    ANXIN_ASSIGN_OR_RETURN(PickleDoc doc, ReadPickleFile(path));
-    ANXIN_ASSIGN_OR_RETURN(Trace t, WithContext(TraceFromSnapshot(doc, device), "reading " + path));
+  ANXIN_ASSIGN_OR_RETURN(std::string bytes, ReadInputFile(path, "trace", kMaxTraceBytes));
+  Trace t;
+  // By content, whatever the name: a pickle starts with its PROTO opcode,
+  // 0x80; a JSONL trace with '{' (or a '#' comment).
+  size_t first = bytes.find_first_not_of(" \t\r\n");
+  if (static_cast<unsigned char>(bytes[0]) == 0x80) {
+    ANXIN_ASSIGN_OR_RETURN(PickleDoc doc, WithContext(ParsePickle(bytes), "reading " + path));
+    ANXIN_ASSIGN_OR_RETURN(t, WithContext(TraceFromSnapshot(doc, device), "reading " + path));
     t.source = path;
-    return t;
+  } else if (first == std::string::npos || bytes[first] == '{' || bytes[first] == '#') {
+    ANXIN_ASSIGN_OR_RETURN(t, ParseJsonlTrace(bytes, path));
+  } else if (path.ends_with(".pickle") || path.ends_with(".pkl")) {
+    return InvalidArgument(fmt::format(
+        "trace {}: is not a PyTorch memory snapshot: a snapshot is a pickle, whose first byte is "
+        "0x80, and this file starts with \"{}\"; give the file "
+        "torch.cuda.memory._dump_snapshot() wrote",
+        path, Excerpt(bytes)));
+  } else {
+    return InvalidArgument(fmt::format(
+        "trace {}: is neither a PyTorch memory snapshot (a pickle, first byte 0x80) nor an anxin "
+        "JSONL trace (one JSON object per line, first character '{{'); it starts with \"{}\"",
+        path, Excerpt(bytes)));
   }
-  return ReadJsonlTrace(path);
+  if (t.events.empty()) {
+    return InvalidArgument(fmt::format(
+        "trace {}: holds no allocation events, so there is nothing to replay; record the "
+        "snapshot after the allocations (torch.cuda.memory._record_memory_history() first)",
+        path));
+  }
+  return t;
 }
 
 Status WriteJsonlTrace(const Trace& trace, const std::string& path) {

@@ -24,6 +24,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "anxin/base/error.h"
@@ -74,8 +75,13 @@ struct Trace {
 // segment_free entries from torch.cuda.empty_cache() become kEmptyCache.
 // device < 0 picks the device with the longest trace.
 Result<Trace> TraceFromSnapshot(const PickleDoc& doc, int device = -1);
+// An anxin JSONL trace; `path` names it in errors.
+Result<Trace> ParseJsonlTrace(std::string_view text, const std::string& path);
 Result<Trace> ReadJsonlTrace(const std::string& path);
-// Either format, by content (a pickle starts with byte 0x80).
+// Either format, decided by content whatever the file's name: a pickle
+// starts with byte 0x80, a JSONL trace with '{' or a '#' comment. Anything
+// else, a directory, an empty or unreadable file, and a trace without events
+// are kInvalidArgument naming the file (and, for content, the formats read).
 Result<Trace> ReadTrace(const std::string& path, int device = -1);
 Status WriteJsonlTrace(const Trace& trace, const std::string& path);
 
