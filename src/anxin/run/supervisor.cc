@@ -528,8 +528,9 @@ struct Supervisor::Impl {
     std::optional<ConfigNode> dsec;
     if (o.run_section && o.run_section->Has("detectors")) {
       ANXIN_ASSIGN_OR_RETURN(ConfigNode d, o.run_section->Child("detectors"));
+      const std::vector<DetectorEntry> entries = RegisteredDetectors();
       std::vector<std::string_view> known;
-      for (const DetectorEntry& e : RegisteredDetectors()) known.push_back(e.name);
+      for (const DetectorEntry& e : entries) known.push_back(e.name);
       ANXIN_TRY(d.CheckKeys(known));
       dsec = d;
     }
