@@ -1,0 +1,160 @@
+#!/usr/bin/python3
+"""A small data-parallel trainer for trying `anxin run` (docs/recovery.md).
+
+Each rank trains a two-layer network on its own shard of a synthetic
+regression task; gradients are averaged with torch.distributed all_reduce on
+the gloo backend (CPU), so the ranks really depend on each other. Rank 0
+prints `step N loss X`, saves a Megatron-layout checkpoint every
+--ckpt-every steps (iter_NNNNNNN/mp_rank_00/model_optim_rng.pt, an
+anxin-manifest.json with sizes and SHA-256, then
+latest_checkpointed_iteration.txt), and --resume DIR continues from one.
+
+Faults for testing recovery; each fires once, on the launch whose
+ANXIN_RUN_ATTEMPT matches (K or K:ATTEMPT, attempt 0 by default):
+  --crash-at K        rank 0 exits with status 1 at step K
+  --hang-at K         the last rank stops calling the collective at step K,
+                      so the others block inside all_reduce
+  --hccl-error-at K   the last rank prints an HCCL error line and stops
+  --corrupt-newest    before a fault fires, flip bytes in the newest checkpoint
+
+Launch: anxin run --nproc-per-node 2 --checkpoint-dir /tmp/ck -- \
+          python3 examples/run/train.py --ckpt-dir /tmp/ck --resume '{checkpoint}'
+"""
+import argparse
+import hashlib
+import json
+import os
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+
+
+def parse_fault(text):
+    if text is None:
+        return None
+    step, _, attempt = text.partition(":")
+    return int(step), int(attempt or 0)
+
+
+def fires(fault, step):
+    if fault is None:
+        return False
+    return step == fault[0] and int(os.environ.get("ANXIN_RUN_ATTEMPT", "0")) == fault[1]
+
+
+def write_atomic(path, data):
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def save_checkpoint(ckpt_dir, step, model, opt):
+    iter_dir = os.path.join(ckpt_dir, "iter_%07d" % step)
+    shard = os.path.join(iter_dir, "mp_rank_00")
+    os.makedirs(shard, exist_ok=True)
+    path = os.path.join(shard, "model_optim_rng.pt")
+    torch.save({"iteration": step, "model": model.state_dict(), "optimizer": opt.state_dict(),
+                "rng": torch.get_rng_state()}, path)
+    with open(path, "rb") as f:
+        data = f.read()
+    manifest = {"format": "anxin-manifest", "version": 1,
+                "files": [{"path": "mp_rank_00/model_optim_rng.pt", "size": len(data),
+                           "sha256": hashlib.sha256(data).hexdigest()}]}
+    write_atomic(os.path.join(iter_dir, "anxin-manifest.json"),
+                 (json.dumps(manifest, indent=1) + "\n").encode())
+    write_atomic(os.path.join(ckpt_dir, "latest_checkpointed_iteration.txt"), b"%d\n" % step)
+
+
+def corrupt_newest(ckpt_dir):
+    names = sorted(n for n in os.listdir(ckpt_dir) if n.startswith("iter_"))
+    if not names:
+        return
+    path = os.path.join(ckpt_dir, names[-1], "mp_rank_00", "model_optim_rng.pt")
+    with open(path, "r+b") as f:
+        f.seek(-16, os.SEEK_END)
+        tail = f.read(16)
+        f.seek(-16, os.SEEK_END)
+        f.write(bytes(b ^ 0xFF for b in tail))
+    print("corrupted %s" % path, flush=True)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--steps", type=int, default=60)
+    p.add_argument("--ckpt-dir", default="")
+    p.add_argument("--ckpt-every", type=int, default=5)
+    p.add_argument("--resume", default="", help="a checkpoint directory (iter_NNNNNNN); '' = fresh")
+    p.add_argument("--step-time", type=float, default=0.05, help="extra seconds per step")
+    p.add_argument("--crash-at", type=parse_fault)
+    p.add_argument("--hang-at", type=parse_fault)
+    p.add_argument("--hccl-error-at", type=parse_fault)
+    p.add_argument("--corrupt-newest", action="store_true")
+    a = p.parse_args()
+
+    rank = int(os.environ["RANK"])
+    world = int(os.environ["WORLD_SIZE"])
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.Tanh(), torch.nn.Linear(32, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    # The task: y = sin(x . w) for a fixed w; every rank draws its own shard.
+    w_true = torch.randn(16, generator=torch.Generator().manual_seed(1)) / 4
+    gen = torch.Generator().manual_seed(100 + rank)
+
+    start = 1
+    if a.resume:
+        state = torch.load(os.path.join(a.resume, "mp_rank_00", "model_optim_rng.pt"))
+        model.load_state_dict(state["model"])
+        opt.load_state_dict(state["optimizer"])
+        start = state["iteration"] + 1
+        if rank == 0:
+            print("resumed from %s at step %d" % (a.resume, state["iteration"]), flush=True)
+
+    for step in range(start, a.steps + 1):
+        last = rank == world - 1
+        if a.corrupt_newest and rank == 0 and a.ckpt_dir and any(
+                fires(f, step) for f in (a.crash_at, a.hang_at, a.hccl_error_at)):
+            corrupt_newest(a.ckpt_dir)
+        if fires(a.crash_at, step) and rank == 0:
+            print("crashing at step %d (--crash-at)" % step, flush=True)
+            os._exit(1)
+        if fires(a.hang_at, step) and last:
+            print("rank %d stops calling the collective at step %d (--hang-at) t=%.3f"
+                  % (rank, step, time.time()), flush=True)
+            time.sleep(3600)
+        if fires(a.hccl_error_at, step) and last:
+            print("rank %d injects an HCCL error at step %d (--hccl-error-at) t=%.3f"
+                  % (rank, step, time.time()), flush=True)
+            print("RuntimeError: [ERROR] HCCL error in: ProcessGroupHCCL.cpp. "
+                  "EI0006: Getting socket times out. Reason: 1. The remote does not initiate "
+                  "a connect request.", flush=True)
+            time.sleep(3600)
+        x = torch.randn(64, 16, generator=gen)
+        y = torch.sin(x @ w_true).unsqueeze(1)
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        for prm in model.parameters():
+            dist.all_reduce(prm.grad, op=dist.ReduceOp.SUM)
+            prm.grad /= world
+        opt.step()
+        mean = loss.detach().clone()
+        dist.all_reduce(mean, op=dist.ReduceOp.SUM)
+        if rank == 0:
+            print("step %d loss %.5f" % (step, mean.item() / world), flush=True)
+            if a.ckpt_dir and step % a.ckpt_every == 0:
+                save_checkpoint(a.ckpt_dir, step, model, opt)
+        if a.step_time > 0:
+            time.sleep(a.step_time)
+    dist.barrier()
+    dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,237 @@
+// `anxin run [options] -- CMD [ARGS]`: launch a single-node training job,
+// watch it, and recover it from faults. Docs: docs/recovery.md.
+#include <unistd.h>
+
+#include <algorithm>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+
+#include "anxin/base/config.h"
+#include "anxin/cli/command.h"
+#include "anxin/device/registry.h"
+#include "anxin/host/topology.h"
+#include "anxin/run/supervisor.h"
+
+namespace anxin::cli {
+namespace {
+
+struct Options {
+  std::vector<std::string> command;
+  int nproc_per_node = 1;
+  int nnodes = 1;
+  int max_restarts = -1;  // -1: run.max_restarts, else 3
+  int storm_limit = -1;
+  int master_port = 0;
+  std::string master_addr = "127.0.0.1";
+  std::string backend;
+  std::string scenario;
+  std::string log_dir;
+  std::string state_dir;
+  std::string checkpoint_dir;
+  std::string numa_bind = "auto";
+  std::vector<std::string> env;
+  std::string stop_grace;
+  std::string hang_timeout;
+  std::string link_timeout;
+  std::string verify_timeout;
+  int reset_retries = -1;
+  std::string sdk_socket;
+  bool no_prefix = false;
+};
+
+run::Supervisor* g_supervisor = nullptr;
+
+void OnSignal(int sig) {
+  if (g_supervisor != nullptr) g_supervisor->RequestStop(sig);
+}
+
+// A duration flag, else the run: key, else the default.
+Result<double> Duration(const std::string& flag_value, const char* flag,
+                        const std::optional<ConfigNode>& section, const char* key, double def) {
+  if (!flag_value.empty()) {
+    auto v = ParseSeconds(flag_value);
+    if (!v || *v < 0) {
+      return InvalidArgument(std::string(flag) + ": expected a duration like 5s or 500ms, got '" +
+                             flag_value + "'");
+    }
+    return *v;
+  }
+  if (section) return section->GetSeconds(key, def);
+  return def;
+}
+
+Result<int> Count(int flag_value, const std::optional<ConfigNode>& section, const char* key,
+                  int def) {
+  if (flag_value >= 0) return flag_value;
+  if (section) return section->GetInRange<int>(key, 0, 1000000, def);
+  return def;
+}
+
+int Run(const Options& o, const GlobalOptions& g) {
+  if (o.command.empty()) {
+    return ReportError(Error(ErrorCode::kInvalidArgument,
+                             "no command to run: give it after '--', e.g. anxin run "
+                             "--nproc-per-node 2 -- python3 train.py"));
+  }
+  if (o.nnodes != 1) {
+    return ReportError(Error(ErrorCode::kInvalidArgument,
+                             "--nnodes " + std::to_string(o.nnodes) +
+                                 ": only single-node jobs are supported for now; use --nnodes 1"));
+  }
+  if (o.numa_bind != "auto" && o.numa_bind != "off") {
+    return ReportError(Error(ErrorCode::kInvalidArgument,
+                             "--numa-bind: expected auto or off, got '" + o.numa_bind + "'"));
+  }
+  std::optional<ConfigNode> section = FindSection(g.config, "run");
+  if (section) {
+    Status keys =
+        section->CheckKeys({"detectors", "state_dir", "max_restarts", "storm_limit", "stop_grace",
+                            "reset_retries", "link_timeout", "verify_timeout"});
+    if (!keys) return ReportError(keys.error());
+  }
+  run::SupervisorOptions so;
+  so.command = o.command;
+  so.env = o.env;
+  for (const std::string& e : so.env) {
+    if (e.find('=') == std::string::npos || e.front() == '=') {
+      return ReportError(
+          Error(ErrorCode::kInvalidArgument, "--env: expected NAME=VALUE, got '" + e + "'"));
+    }
+  }
+  so.launch.nproc_per_node = o.nproc_per_node;
+  so.launch.master_addr = o.master_addr;
+  so.launch.master_port = o.master_port;
+  so.pick_port = o.master_port == 0;
+  so.launch.numa_bind = o.numa_bind == "auto";
+  so.log_dir = o.log_dir;
+  so.checkpoint_dir = o.checkpoint_dir;
+  so.run_section = section;
+  so.prefix_output = !o.no_prefix;
+
+  auto fail = [](const Error& e) { return ReportError(e); };
+  auto restarts = Count(o.max_restarts, section, "max_restarts", 3);
+  if (!restarts) return fail(restarts.error());
+  so.max_restarts = *restarts;
+  auto storm = Count(o.storm_limit, section, "storm_limit", 3);
+  if (!storm) return fail(storm.error());
+  so.storm_limit = std::max(1, *storm);
+  auto resets = Count(o.reset_retries, section, "reset_retries", 3);
+  if (!resets) return fail(resets.error());
+  so.reset_retries = std::max(1, *resets);
+  auto grace = Duration(o.stop_grace, "--stop-grace", section, "stop_grace", 5);
+  if (!grace) return fail(grace.error());
+  so.stop_grace_seconds = *grace;
+  auto link = Duration(o.link_timeout, "--link-timeout", section, "link_timeout", 60);
+  if (!link) return fail(link.error());
+  so.link_timeout_seconds = *link;
+  auto verify = Duration(o.verify_timeout, "--verify-timeout", section, "verify_timeout", 300);
+  if (!verify) return fail(verify.error());
+  so.verify_timeout_seconds = *verify;
+  if (!o.hang_timeout.empty()) {
+    auto h = Duration(o.hang_timeout, "--hang-timeout", std::nullopt, "", 0);
+    if (!h || *h <= 0) {
+      return fail(h ? Error(ErrorCode::kInvalidArgument, "--hang-timeout: must be above 0")
+                    : h.error());
+    }
+    so.hang_timeout_seconds = *h;
+  }
+  so.state_dir = o.state_dir;
+  if (so.state_dir.empty() && section) {
+    auto s = section->Get<std::string>("state_dir", "");
+    if (!s) return fail(s.error());
+    so.state_dir = *s;
+  }
+  if (so.state_dir.empty()) so.state_dir = ".anxin/run";
+  std::error_code ec;
+  std::filesystem::create_directories(so.state_dir, ec);
+  if (ec) {
+    return fail(
+        Error(ErrorCode::kUnavailable, "--state-dir " + so.state_dir + ": " + ec.message()));
+  }
+  if (!so.log_dir.empty()) {
+    std::filesystem::create_directories(so.log_dir, ec);
+    if (ec) {
+      return fail(Error(ErrorCode::kUnavailable, "--log-dir " + so.log_dir + ": " + ec.message()));
+    }
+  }
+  so.sdk_socket = o.sdk_socket;
+  if (so.sdk_socket.empty()) {
+    so.sdk_socket = so.state_dir + "/sdk-" + std::to_string(getpid()) + ".sock";
+    if (so.sdk_socket.size() >= 100) so.sdk_socket.clear();  // too long for a socket address
+  }
+  if (const char* agent = std::getenv("ANXIN_AGENT_SOCKET")) so.sdk_forward = agent;
+
+  std::string backend_name = !o.backend.empty() ? o.backend : g.config.device.backend;
+  if (backend_name.empty()) backend_name = std::string(device::kDefaultBackend);
+  const std::string& scenario = !o.scenario.empty() ? o.scenario : g.config.device.scenario;
+  auto backend = device::CreateBackend(backend_name, {.scenario = scenario});
+  if (!backend) return fail(backend.error());
+  auto devices = (*backend)->Enumerate();
+  if (!devices) return fail(devices.error());
+  std::vector<host::NumaNode> nodes;
+  if (so.launch.numa_bind) {
+    auto n = host::ReadNumaNodes(host::HostRoot{});
+    if (n) nodes = std::move(*n);
+  }
+  run::Supervisor supervisor(std::move(so), backend->get(), std::move(*devices), std::move(nodes));
+  g_supervisor = &supervisor;
+  struct sigaction sa {};
+  sa.sa_handler = OnSignal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  auto rc = supervisor.Run();
+  g_supervisor = nullptr;
+  if (!rc) return fail(rc.error());
+  return *rc;
+}
+
+CommandMain Setup(CLI::App& app) {
+  auto o = std::make_shared<Options>();
+  app.add_option("--nproc-per-node", o->nproc_per_node, "ranks on this node, one per device")
+      ->capture_default_str();
+  app.add_option("--nnodes", o->nnodes, "nodes in the job (only 1 for now)")->capture_default_str();
+  app.add_option("--max-restarts", o->max_restarts,
+                 "relaunches allowed in the whole run (default: run.max_restarts, else 3)");
+  app.add_option("--storm-limit", o->storm_limit,
+                 "relaunches in a row without progress before giving up with status 4 "
+                 "(default: run.storm_limit, else 3)");
+  app.add_option("--master-port", o->master_port,
+                 "MASTER_PORT for the ranks (default: a free port at each launch)");
+  app.add_option("--master-addr", o->master_addr, "MASTER_ADDR for the ranks")
+      ->capture_default_str();
+  app.add_option("--backend", o->backend, "device backend (default: config device.backend)");
+  app.add_option("--scenario", o->scenario, "sim: scenario file or built-in name");
+  app.add_option("--log-dir", o->log_dir, "write each rank's output to DIR/rank-N.log");
+  app.add_option("--state-dir", o->state_dir,
+                 "incident journal directory (default: run.state_dir, else .anxin/run)");
+  app.add_option("--checkpoint-dir", o->checkpoint_dir,
+                 "the job's checkpoint directory: resume from its newest valid checkpoint");
+  app.add_option("--numa-bind", o->numa_bind,
+                 "auto: bind each rank's CPUs and memory to its device's NUMA node; off")
+      ->capture_default_str();
+  app.add_option("--env", o->env, "NAME=VALUE for every rank (templated like the command)");
+  app.add_option("--stop-grace", o->stop_grace, "time between SIGTERM and SIGKILL (default 5s)");
+  app.add_option("--hang-timeout", o->hang_timeout,
+                 "no progress for this long is a hang (default: run.detectors.hang.timeout, "
+                 "else 60s)");
+  app.add_option("--link-timeout", o->link_timeout,
+                 "how long to wait for device links after a reset (default 60s)");
+  app.add_option("--verify-timeout", o->verify_timeout,
+                 "how long a relaunch may take to show progress (default 300s)");
+  app.add_option("--reset-retries", o->reset_retries, "tries of each device reset (default 3)");
+  app.add_option("--sdk-socket", o->sdk_socket,
+                 "the socket the ranks' SDK reports to (default: STATE_DIR/sdk-PID.sock)");
+  app.add_flag("--no-prefix", o->no_prefix, "do not copy rank output to this terminal");
+  app.add_option("command", o->command, "the rank command and its arguments, after --")
+      ->expected(-1);
+  return [o](const GlobalOptions& g) { return Run(*o, g); };
+}
+
+ANXIN_REGISTER_COMMAND(run, "run a training job and recover it from faults", Setup);
+
+}  // namespace
+}  // namespace anxin::cli

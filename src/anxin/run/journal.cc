@@ -1,0 +1,169 @@
+#include "anxin/run/journal.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+
+#include "anxin/base/file.h"
+
+namespace anxin::run {
+namespace fs = std::filesystem;
+namespace {
+
+using SysClock = std::chrono::system_clock;
+
+// RFC 3339 UTC with milliseconds.
+std::string FormatTime(SysClock::time_point t) {
+  if (t == SysClock::time_point{}) return "";
+  const auto ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
+  const time_t secs = static_cast<time_t>(ms / 1000);
+  std::tm tm{};
+  gmtime_r(&secs, &tm);
+  char buf[40];
+  std::snprintf(buf, sizeof(buf), "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
+                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                static_cast<int>(ms % 1000));
+  return buf;
+}
+
+Result<SysClock::time_point> ParseTime(const std::string& s) {
+  if (s.empty()) return SysClock::time_point{};
+  std::tm tm{};
+  int ms = 0;
+  if (std::sscanf(s.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d.%3dZ", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
+                  &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &ms) != 7) {
+    return DataLoss("bad time '" + s + "'");
+  }
+  tm.tm_year -= 1900;
+  tm.tm_mon -= 1;
+  const time_t secs = timegm(&tm);
+  return SysClock::from_time_t(secs) + std::chrono::milliseconds(ms);
+}
+
+}  // namespace
+
+std::string NewIncidentId() {
+  static std::atomic<int> counter{0};
+  const time_t now = SysClock::to_time_t(SysClock::now());
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%04d%02d%02dT%02d%02d%02d-%d-%d", tm.tm_year + 1900,
+                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                static_cast<int>(getpid()), ++counter);
+  return buf;
+}
+
+nlohmann::json IncidentToJson(const Incident& in) {
+  nlohmann::json steps = nlohmann::json::array();
+  for (const StepRecord& s : in.steps) {
+    steps.push_back({{"name", s.name},
+                     {"start", FormatTime(s.start)},
+                     {"end", FormatTime(s.end)},
+                     {"seconds", s.seconds()},
+                     {"result", s.result},
+                     {"detail", s.detail},
+                     {"tries", s.tries}});
+  }
+  const Fault& f = in.fault;
+  return {{"id", in.id},
+          {"job", in.job},
+          {"attempt", in.attempt},
+          {"fault",
+           {{"detector", f.detector},
+            {"class", f.fault_class},
+            {"severity", std::string(device::SeverityName(f.severity))},
+            {"rank", f.rank},
+            {"device", f.device},
+            {"summary", f.summary},
+            {"time", FormatTime(f.wall)},
+            {"evidence", f.evidence}}},
+          {"detection_seconds", in.detection_seconds},
+          {"steps", steps},
+          {"outcome", in.outcome},
+          {"checkpoint", in.checkpoint},
+          {"resumed_step", in.resumed_step},
+          {"time_to_recovery_seconds", in.time_to_recovery_seconds}};
+}
+
+Result<Incident> IncidentFromJson(const nlohmann::json& j) {
+  try {
+    Incident in;
+    in.id = j.at("id").get<std::string>();
+    in.job = j.value("job", "");
+    in.attempt = j.value("attempt", 0);
+    const auto& f = j.at("fault");
+    in.fault.detector = f.value("detector", "");
+    in.fault.fault_class = f.value("class", "");
+    const std::string sev = f.value("severity", "critical");
+    in.fault.severity = sev == "minor"   ? device::Severity::kMinor
+                        : sev == "major" ? device::Severity::kMajor
+                                         : device::Severity::kCritical;
+    in.fault.rank = f.value("rank", -1);
+    in.fault.device = f.value("device", -1);
+    in.fault.summary = f.value("summary", "");
+    ANXIN_ASSIGN_OR_RETURN(in.fault.wall, ParseTime(f.value("time", "")));
+    in.fault.evidence = f.value("evidence", std::vector<std::string>{});
+    in.detection_seconds = j.value("detection_seconds", -1.0);
+    for (const auto& s : j.at("steps")) {
+      StepRecord r;
+      r.name = s.at("name").get<std::string>();
+      ANXIN_ASSIGN_OR_RETURN(r.start, ParseTime(s.value("start", "")));
+      ANXIN_ASSIGN_OR_RETURN(r.end, ParseTime(s.value("end", "")));
+      r.result = s.value("result", "");
+      r.detail = s.value("detail", "");
+      r.tries = s.value("tries", 0);
+      in.steps.push_back(std::move(r));
+    }
+    in.outcome = j.value("outcome", "");
+    in.checkpoint = j.value("checkpoint", "");
+    in.resumed_step = j.value("resumed_step", int64_t{-1});
+    in.time_to_recovery_seconds = j.value("time_to_recovery_seconds", -1.0);
+    return in;
+  } catch (const nlohmann::json::exception& e) {
+    return DataLoss(std::string("malformed incident record: ") + e.what());
+  }
+}
+
+Status WriteIncident(const std::string& state_dir, const Incident& incident) {
+  const fs::path dir = fs::path(state_dir) / "incidents";
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) {
+    return std::unexpected(
+        Error(ErrorCode::kUnavailable, "creating " + dir.string() + ": " + ec.message()));
+  }
+  return WriteFileAtomic((dir / (incident.id + ".json")).string(),
+                         IncidentToJson(incident).dump(2) + "\n");
+}
+
+Result<std::vector<Incident>> ReadIncidents(const std::string& state_dir) {
+  const fs::path dir = fs::path(state_dir) / "incidents";
+  std::vector<Incident> out;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return out;
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    if (e.path().extension() == ".json") files.push_back(e.path());
+  }
+  std::sort(files.begin(), files.end());
+  for (const fs::path& p : files) {
+    ANXIN_ASSIGN_OR_RETURN(std::string text, ReadFile(p.string()));
+    nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+    if (j.is_discarded()) return DataLoss(p.string() + ": not JSON");
+    auto in = IncidentFromJson(j);
+    if (!in) return std::unexpected(in.error().With(p.string()));
+    out.push_back(std::move(*in));
+  }
+  std::stable_sort(out.begin(), out.end(), [](const Incident& a, const Incident& b) {
+    return a.fault.wall < b.fault.wall;
+  });
+  return out;
+}
+
+}  // namespace anxin::run

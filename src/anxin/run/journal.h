@@ -1,0 +1,68 @@
+// The incident journal of `anxin run`: one JSON file per incident under
+// STATE_DIR/incidents/, rewritten atomically (fsync, rename) after every
+// recovery step, so that what happened survives a crash of the supervisor.
+//
+//   Incident inc;
+//   inc.id = NewIncidentId();
+//   inc.fault.summary = "rank 1 exited 1";
+//   const std::string dir = "/tmp/anxin-state";
+//   ANXIN_TRY(WriteIncident(dir, inc));
+//   ANXIN_ASSIGN_OR_RETURN(std::vector<Incident> all, ReadIncidents(dir));
+//
+// Thread safety: plain functions; one writer per incident.
+#ifndef ANXIN_RUN_JOURNAL_H_
+#define ANXIN_RUN_JOURNAL_H_
+
+#include <chrono>
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "anxin/base/error.h"
+#include "anxin/run/fault.h"
+
+namespace anxin::run {
+
+struct StepRecord {
+  std::string name;  // "stop_ranks", "reset_device", ...
+  std::chrono::system_clock::time_point start{};
+  std::chrono::system_clock::time_point end{};  // == start while running
+  std::string result;                           // "running", "ok", "failed", "skipped"
+  std::string detail;                           // what it did or why it failed
+  int tries = 0;
+  double seconds() const { return std::chrono::duration<double>(end - start).count(); }
+};
+
+struct Incident {
+  std::string id;
+  std::string job;  // the command line
+  int attempt = 0;  // the launch the fault ended
+  Fault fault;
+  std::vector<StepRecord> steps;
+  // "recovering", "recovered", "gave_up" (budget or storm), "fatal" (not
+  // retryable), "stopped" (the supervisor was asked to stop).
+  std::string outcome = "recovering";
+  std::string checkpoint;  // what the relaunch resumed from ("" = from scratch)
+  int64_t resumed_step = -1;
+  // From the fault to the first progress after the relaunch; < 0 until then.
+  double time_to_recovery_seconds = -1;
+  // From the evidence (the line, the exit) to the detector's report.
+  double detection_seconds = -1;
+};
+
+// "20261202T130501-12345-1": time, supervisor pid, a counter.
+std::string NewIncidentId();
+
+nlohmann::json IncidentToJson(const Incident& incident);
+Result<Incident> IncidentFromJson(const nlohmann::json& j);
+
+// Writes STATE_DIR/incidents/ID.json atomically, creating the directories.
+Status WriteIncident(const std::string& state_dir, const Incident& incident);
+// Every incident, oldest first. A missing directory is an empty list; an
+// unreadable record -> kDataLoss naming the file.
+Result<std::vector<Incident>> ReadIncidents(const std::string& state_dir);
+
+}  // namespace anxin::run
+
+#endif  // ANXIN_RUN_JOURNAL_H_

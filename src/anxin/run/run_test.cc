@@ -1,0 +1,485 @@
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <filesystem>
+
+#include "anxin/base/testing.h"
+#include "anxin/device/registry.h"
+#include "anxin/run/checkpoint.h"
+#include "anxin/run/journal.h"
+#include "anxin/run/launch.h"
+#include "anxin/run/sha256.h"
+#include "anxin/run/signatures.h"
+#include "anxin/run/supervisor.h"
+
+namespace anxin::run {
+namespace {
+
+using ::anxin::testing::HasCode;
+using ::anxin::testing::TempDir;
+using ::testing::Contains;
+using ::testing::HasSubstr;
+
+device::DeviceInfo Dev(int index, std::string vendor, int numa) {
+  device::DeviceInfo d;
+  d.index = index;
+  d.vendor = std::move(vendor);
+  d.numa_node = numa;
+  return d;
+}
+
+TEST(LaunchTest, PlansEnvironmentAndNumaBinding) {
+  LaunchPlanOptions o;
+  o.nproc_per_node = 2;
+  o.master_port = 1234;
+  std::vector<host::NumaNode> nodes = {{.id = 0, .cpus = {0, 1}}, {.id = 1, .cpus = {2, 3}}};
+  auto plan = PlanRanks(o, {Dev(0, "huawei", 0), Dev(1, "huawei", 1), Dev(2, "huawei", 1)}, nodes);
+  ASSERT_TRUE(plan) << plan.error().ToString();
+  ASSERT_EQ(plan->size(), 2u);
+  EXPECT_THAT((*plan)[1].env, Contains("RANK=1"));
+  EXPECT_THAT((*plan)[1].env, Contains("LOCAL_RANK=1"));
+  EXPECT_THAT((*plan)[1].env, Contains("WORLD_SIZE=2"));
+  EXPECT_THAT((*plan)[1].env, Contains("MASTER_PORT=1234"));
+  EXPECT_THAT((*plan)[1].env, Contains("ASCEND_RT_VISIBLE_DEVICES=0,1"));
+  EXPECT_EQ((*plan)[1].cpus, (std::vector<int>{2, 3}));
+  EXPECT_EQ((*plan)[1].numa_node, 1);
+
+  o.excluded_devices = {0};
+  plan = PlanRanks(o, {Dev(0, "nvidia", 0), Dev(1, "nvidia", 1), Dev(2, "nvidia", 5)}, nodes);
+  ASSERT_TRUE(plan);
+  EXPECT_EQ((*plan)[0].device_index, 1);
+  EXPECT_THAT((*plan)[0].env, Contains("CUDA_VISIBLE_DEVICES=1,2"));
+  EXPECT_TRUE((*plan)[1].cpus.empty());  // node 5 is not on this host
+  EXPECT_THAT((*plan)[1].notes[0], HasSubstr("NUMA node 5"));
+
+  o.nproc_per_node = 3;
+  auto bad = PlanRanks(o, {Dev(0, "nvidia", 0), Dev(1, "nvidia", 0), Dev(2, "nvidia", 0)}, nodes);
+  ASSERT_FALSE(bad);
+  EXPECT_THAT(bad.error().message(), HasSubstr("--nproc-per-node 3"));
+}
+
+TEST(LaunchTest, FreePortAndBinding) {
+  auto port = PickFreePort();
+  ASSERT_TRUE(port);
+  EXPECT_GT(*port, 0);
+  EXPECT_TRUE(BindCurrentThread({0}, -1));
+  cpu_set_t set;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(set), &set), 0);
+  EXPECT_EQ(CPU_COUNT(&set), 1);
+  EXPECT_TRUE(BindCurrentThread({}, -1));
+  ASSERT_EQ(sched_getaffinity(0, sizeof(set), &set), 0);
+  EXPECT_EQ(CPU_COUNT(&set), static_cast<int>(std::thread::hardware_concurrency()));
+}
+
+TEST(Sha256Test, KnownVectors) {
+  Sha256 a;
+  EXPECT_EQ(a.HexDigest(), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  Sha256 b;
+  b.Update("abc");
+  EXPECT_EQ(b.HexDigest(), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  Sha256 c;
+  c.Update("abcdbcdecdefdefgefghfghighijhij");
+  c.Update("kijkljklmklmnlmnomnopnopq");
+  EXPECT_EQ(c.HexDigest(), "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+}
+
+TEST(SignatureTest, LibraryMatchesVendorLines) {
+  auto m = LogMatcher::Compile(BuiltinSignatures());
+  ASSERT_TRUE(m);
+  const LogSignature* s = m->Match(
+      "[Rank 1] Watchdog caught collective operation timeout: WorkHCCL(SeqNum=9, "
+      "OpType=ALLREDUCE) ran for 1800081 milliseconds before timing out.");
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(s->id, "hccl_watchdog_timeout");
+  s = m->Match("EI0006: Getting socket times out. Reason: 1. The remote does not initiate");
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(s->fault_class, "network");
+  s = m->Match("node1:123:456 [0] NCCL WARN Cuda failure 'out of memory'");
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(s->severity, device::Severity::kMinor);
+  // A warning and an error on one line: the error wins.
+  s = m->Match("NCCL WARN ... ncclRemoteError: remote process exited");
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(s->fault_class, "peer_failure");
+  EXPECT_EQ(m->Match("step 120 loss 2.31 lr 3e-4"), nullptr);
+  s = m->Match("EI0004: The ranktable is invalid");
+  ASSERT_NE(s, nullptr);
+  EXPECT_FALSE(s->retryable);
+}
+
+TEST(SignatureTest, ConfigSignaturesAndErrors) {
+  TempDir dir;
+  const std::string path = dir.Write("s.yaml",
+                                     "- {id: nan, regex: 'loss (nan|inf)', class: divergence, "
+                                     "retryable: false}\n"
+                                     "- {id: x, match: 'boom', class: crash, severity: huge}\n");
+  auto root = ConfigNode::LoadFile(path);
+  ASSERT_TRUE(root);
+  auto sigs = ParseSignatures(*root);
+  ASSERT_FALSE(sigs);
+  EXPECT_THAT(sigs.error().message(), HasSubstr("s.yaml:2:"));
+  EXPECT_THAT(sigs.error().message(), HasSubstr("unknown severity 'huge'"));
+
+  dir.Write("s.yaml", "- {id: nan, regex: 'loss (nan|inf)', class: divergence}\n");
+  root = ConfigNode::LoadFile(path);
+  ASSERT_TRUE(root);
+  sigs = ParseSignatures(*root);
+  ASSERT_TRUE(sigs) << sigs.error().ToString();
+  auto m = LogMatcher::Compile(*sigs);
+  ASSERT_TRUE(m);
+  EXPECT_NE(m->Match("step 3 loss nan"), nullptr);
+  EXPECT_EQ(m->Match("step 3 loss 1.5"), nullptr);
+
+  dir.Write("s.yaml", "- {id: bad, regex: 'loss (', class: x}\n");
+  root = ConfigNode::LoadFile(path);
+  ASSERT_TRUE(root);
+  sigs = ParseSignatures(*root);
+  ASSERT_FALSE(sigs);
+  EXPECT_THAT(sigs.error().message(), HasSubstr("s.yaml:1:"));
+}
+
+// The cost of the library per line; the figure goes to docs/recovery.md
+// (measured on the release build, printed here for this build).
+TEST(SignatureTest, CostPerLine) {
+  auto m = LogMatcher::Compile(BuiltinSignatures());
+  ASSERT_TRUE(m);
+  const std::string line =
+      "iteration      120/  100000 | consumed samples: 15360 | elapsed time per iteration (ms): "
+      "812.4 | learning rate: 2.999E-04 | lm loss: 2.312E+00 | grad norm: 1.021";
+  const int n = 20000;
+  int hits = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < n; ++i) hits += m->Match(line) != nullptr;
+  const double ns =
+      std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count() / n;
+  EXPECT_EQ(hits, 0);
+  std::printf("log signature library: %.0f ns per %zu-byte line (%zu signatures)\n", ns,
+              line.size(), m->signatures().size());
+  EXPECT_LT(ns, 200000);  // generous: sanitizers, a loaded machine
+}
+
+TEST(CheckpointTest, MegatronPointerAndPartialDirectories) {
+  TempDir dir;
+  dir.Write("iter_0000100/mp_rank_00/model_optim_rng.pt", "a");
+  dir.Write("iter_0000200/mp_rank_00/model_optim_rng.pt", "b");
+  dir.Write("iter_0000300/mp_rank_00/model_optim_rng.pt", "c");
+  dir.Write("latest_checkpointed_iteration.txt", "200\n");
+  auto scan = ScanCheckpoints(dir.path());
+  ASSERT_TRUE(scan) << scan.error().ToString();
+  ASSERT_EQ(scan->checkpoints.size(), 3u);
+  EXPECT_EQ(scan->checkpoints[0].name, "iter_0000300");
+  EXPECT_FALSE(scan->checkpoints[0].valid);
+  EXPECT_THAT(scan->checkpoints[0].reason, HasSubstr("newer than the step the pointer"));
+  ASSERT_NE(scan->Chosen(), nullptr);
+  EXPECT_EQ(scan->Chosen()->step, 200);
+  EXPECT_EQ(scan->Chosen()->format, "megatron");
+
+  // An empty file makes the pointed-to one partial: fall back to 100.
+  dir.Write("iter_0000200/mp_rank_00/model_optim_rng.pt", "");
+  scan = ScanCheckpoints(dir.path());
+  ASSERT_TRUE(scan);
+  EXPECT_EQ(scan->Chosen()->step, 100);
+  EXPECT_THAT(scan->checkpoints[1].reason, HasSubstr("is empty"));
+}
+
+TEST(CheckpointTest, DeepSpeedAndTorchDcp) {
+  TempDir ds;
+  ds.Write("global_step10/mp_rank_00_model_states.pt", "x");
+  ds.Write("global_step20/mp_rank_00_model_states.pt", "y");
+  ds.Write("latest", "global_step10");
+  auto scan = ScanCheckpoints(ds.path());
+  ASSERT_TRUE(scan);
+  EXPECT_EQ(scan->Chosen()->name, "global_step10");
+  EXPECT_EQ(scan->Chosen()->format, "deepspeed");
+
+  TempDir dcp;
+  dcp.Write("step_5/__0_0.distcp", "x");
+  dcp.Write("step_5/.metadata", "m");
+  dcp.Write("step_9/__0_0.distcp", "x");  // no .metadata: partial
+  scan = ScanCheckpoints(dcp.path());
+  ASSERT_TRUE(scan);
+  ASSERT_EQ(scan->checkpoints.size(), 2u);
+  EXPECT_EQ(scan->checkpoints[0].name, "step_9");
+  EXPECT_THAT(scan->checkpoints[0].reason, HasSubstr("no .metadata"));
+  EXPECT_EQ(scan->Chosen()->name, "step_5");
+  EXPECT_EQ(scan->Chosen()->format, "torch-dcp");
+
+  EXPECT_THAT(ScanCheckpoints(dcp / "nope"), HasCode(ErrorCode::kNotFound));
+}
+
+TEST(CheckpointTest, ManifestSealAndCorruption) {
+  TempDir dir;
+  dir.Write("iter_0000001/a.bin", "aaaa");
+  dir.Write("iter_0000002/a.bin", "bbbb");
+  dir.Write("iter_0000002/sub/b.bin", "cc");
+  dir.Write("latest_checkpointed_iteration.txt", "2");
+  ASSERT_EQ(SealCheckpoint(dir / "iter_0000001").value_or(-1), 1);
+  ASSERT_EQ(SealCheckpoint(dir / "iter_0000002").value_or(-1), 2);
+  EXPECT_TRUE(VerifyManifest(dir / "iter_0000002"));
+  // Same size, different bytes: only the checksum tells.
+  dir.Write("iter_0000002/sub/b.bin", "cd");
+  auto v = VerifyManifest(dir / "iter_0000002");
+  ASSERT_FALSE(v);
+  EXPECT_EQ(v.error().code(), ErrorCode::kDataLoss);
+  EXPECT_THAT(v.error().message(), HasSubstr("sub/b.bin does not match its SHA-256"));
+  auto scan = ScanCheckpoints(dir.path());
+  ASSERT_TRUE(scan);
+  EXPECT_EQ(scan->Chosen()->name, "iter_0000001");
+  EXPECT_TRUE(scan->checkpoints[0].sealed);
+  // A truncated file.
+  dir.Write("iter_0000001/a.bin", "a");
+  v = VerifyManifest(dir / "iter_0000001");
+  ASSERT_FALSE(v);
+  EXPECT_THAT(v.error().message(), HasSubstr("has 1 bytes, manifest says 4"));
+  scan = ScanCheckpoints(dir.path());
+  ASSERT_TRUE(scan);
+  EXPECT_EQ(scan->Chosen(), nullptr);
+}
+
+TEST(JournalTest, RoundTrip) {
+  TempDir dir;
+  Incident in;
+  in.id = NewIncidentId();
+  in.job = "python3 train.py";
+  in.fault.detector = "log";
+  in.fault.fault_class = "network";
+  in.fault.rank = 1;
+  in.fault.summary = "rank 1: EI0006";
+  in.fault.evidence = {"EI0006: Getting socket times out"};
+  in.fault.wall = std::chrono::system_clock::now();
+  StepRecord s;
+  s.name = "stop_ranks";
+  s.start = in.fault.wall;
+  s.end = s.start + std::chrono::milliseconds(250);
+  s.result = "ok";
+  in.steps.push_back(s);
+  in.outcome = "recovered";
+  in.time_to_recovery_seconds = 3.5;
+  ASSERT_TRUE(WriteIncident(dir.path(), in));
+  auto all = ReadIncidents(dir.path());
+  ASSERT_TRUE(all) << all.error().ToString();
+  ASSERT_EQ(all->size(), 1u);
+  EXPECT_EQ((*all)[0].fault.evidence, in.fault.evidence);
+  EXPECT_NEAR((*all)[0].steps[0].seconds(), 0.25, 0.002);
+  EXPECT_EQ((*all)[0].outcome, "recovered");
+  dir.Write("incidents/bad.json", "{");
+  EXPECT_THAT(ReadIncidents(dir.path()), HasCode(ErrorCode::kDataLoss));
+}
+
+TEST(TemplateTest, Expands) {
+  EXPECT_EQ(ExpandTemplate("--load={checkpoint} --step {step} a{attempt}{attempt}", "/c", 20, 2),
+            "--load=/c --step 20 a22");
+}
+
+// ---- The supervisor with small shell jobs and the sim backend.
+
+struct Job {
+  TempDir dir{"anxin-run-test"};
+  SupervisorOptions o;
+  std::unique_ptr<device::DeviceBackend> backend;
+  std::vector<device::DeviceInfo> devices;
+
+  explicit Job(std::string script, std::string scenario_yaml = "") {
+    std::string scenario;
+    if (!scenario_yaml.empty()) scenario = dir.Write("scenario.yaml", scenario_yaml);
+    backend = std::move(device::CreateBackend("sim", {.scenario = scenario}).value());
+    devices = backend->Enumerate().value();
+    o.command = {"/bin/sh", "-c", std::move(script), "sh", "{checkpoint}", "{step}"};
+    o.launch.nproc_per_node = 2;
+    o.launch.numa_bind = false;
+    o.state_dir = dir.Mkdir("state");
+    o.log_dir = dir.Mkdir("logs");
+    o.stop_grace_seconds = 0.5;
+    o.reset_retry_delay_seconds = 0.05;
+    o.link_timeout_seconds = 10;
+    o.verify_timeout_seconds = 10;
+    o.prefix_output = false;
+  }
+  Result<int> Run() {
+    Supervisor s(o, backend.get(), devices, {});
+    return s.Run();
+  }
+  std::vector<Incident> Incidents() { return ReadIncidents(o.state_dir).value(); }
+};
+
+const StepRecord* FindStep(const Incident& in, std::string_view name) {
+  for (const StepRecord& s : in.steps) {
+    if (s.name == name) return &s;
+  }
+  return nullptr;
+}
+
+constexpr char kFastResets[] =
+    "name: t\ndevices:\n  count: 3\n  model: Ascend910C\n  ports: 1\n"
+    "  reset: {duration: 0.05s, fail_first: 0}\n";
+
+TEST(SupervisorTest, CrashIsRelaunchedFromTheNewestValidCheckpoint) {
+  // Attempt 0: rank 0 dies after "saving" step 20. Attempt 1: both finish.
+  Job job(
+      "echo \"attempt=$ANXIN_RUN_ATTEMPT ckpt=$1 step=$2 rank=$RANK\"; "
+      "if [ \"$ANXIN_RUN_ATTEMPT\" = 0 ]; then echo step 20; "
+      "  if [ \"$RANK\" = 0 ]; then mkdir -p $CK/iter_0000020 && echo w > $CK/iter_0000020/m.pt "
+      "  && echo 20 > $CK/latest_checkpointed_iteration.txt; sleep 0.3; exit 7; fi; sleep 30; fi; "
+      "echo step 21; exit 0",
+      kFastResets);
+  job.o.checkpoint_dir = job.dir.Mkdir("ckpt");
+  job.o.env = {"CK=" + job.o.checkpoint_dir};
+  auto rc = job.Run();
+  ASSERT_TRUE(rc) << rc.error().ToString();
+  EXPECT_EQ(*rc, 0);
+  auto incidents = job.Incidents();
+  ASSERT_EQ(incidents.size(), 1u);
+  const Incident& in = incidents[0];
+  EXPECT_EQ(in.fault.fault_class, "process_exit");
+  EXPECT_EQ(in.fault.rank, 0);
+  EXPECT_EQ(in.outcome, "recovered");
+  EXPECT_EQ(in.resumed_step, 21);
+  EXPECT_THAT(in.checkpoint, HasSubstr("iter_0000020"));
+  EXPECT_EQ(FindStep(in, "reset_device")->result, "skipped");
+  const std::string log = job.dir.Read("logs/rank-1.log");
+  EXPECT_THAT(log, HasSubstr("attempt=1 ckpt=" + job.o.checkpoint_dir + "/iter_0000020 step=20"));
+}
+
+TEST(SupervisorTest, HangIsDetectedWithinTimeoutPlusTwoSeconds) {
+  Job job("if [ \"$ANXIN_RUN_ATTEMPT\" = 0 ]; then echo step 1; sleep 60; fi; echo step 2",
+          kFastResets);
+  job.o.hang_timeout_seconds = 1;
+  const auto start = std::chrono::system_clock::now();
+  auto rc = job.Run();
+  ASSERT_TRUE(rc) << rc.error().ToString();
+  EXPECT_EQ(*rc, 0);
+  auto incidents = job.Incidents();
+  ASSERT_EQ(incidents.size(), 1u);
+  EXPECT_EQ(incidents[0].fault.fault_class, "hang");
+  // The job printed its last step right after it started.
+  EXPECT_LT(std::chrono::duration<double>(incidents[0].fault.wall - start).count(), 1 + 2);
+  // A hang resets the job's devices.
+  EXPECT_EQ(FindStep(incidents[0], "reset_device")->result, "ok");
+  EXPECT_EQ(incidents[0].resumed_step, 2);
+}
+
+TEST(SupervisorTest, ErrorLineIsDetectedAndResetRetried) {
+  Job job(
+      "if [ \"$ANXIN_RUN_ATTEMPT\" = 0 ] && [ \"$RANK\" = 1 ]; then "
+      "echo 'EI0006: Getting socket times out.'; sleep 60; fi; "
+      "[ \"$ANXIN_RUN_ATTEMPT\" = 0 ] && sleep 60; echo step 5",
+      "name: t\ndevices:\n  count: 2\n  model: Ascend910C\n  ports: 1\n"
+      "  reset: {duration: 0.05s, fail_first: 2}\n");
+  auto rc = job.Run();
+  ASSERT_TRUE(rc) << rc.error().ToString();
+  EXPECT_EQ(*rc, 0);
+  auto incidents = job.Incidents();
+  ASSERT_EQ(incidents.size(), 1u);
+  const Incident& in = incidents[0];
+  EXPECT_EQ(in.fault.fault_class, "network");
+  EXPECT_EQ(in.fault.rank, 1);
+  EXPECT_THAT(in.fault.evidence, Contains("EI0006: Getting socket times out."));
+  const StepRecord* reset = FindStep(in, "reset_device");
+  EXPECT_EQ(reset->result, "ok");
+  EXPECT_EQ(reset->tries, 6);  // two devices, each fails twice then succeeds
+  EXPECT_EQ(in.outcome, "recovered");
+}
+
+TEST(SupervisorTest, ResetThatAlwaysFailsIsolatesTheDeviceOrGivesUp) {
+  constexpr char kBadReset[] =
+      "name: t\ndevices:\n  count: 2\n  model: Ascend910C\n  ports: 1\n"
+      "  reset: {duration: 0.01s, fail_first: 0}\n  overrides:\n"
+      "    - index: 0\n      reset: {fail_first: 1000}\n";
+  Job spare(
+      "echo \"devices=$ASCEND_RT_VISIBLE_DEVICES\"; "
+      "[ \"$ANXIN_RUN_ATTEMPT\" = 0 ] && echo 'HCCL_E_TIMEOUT' && sleep 60; echo step 1",
+      kBadReset);
+  spare.o.launch.nproc_per_node = 1;
+  auto rc = spare.Run();
+  ASSERT_TRUE(rc) << rc.error().ToString();
+  EXPECT_EQ(*rc, 0);
+  auto in = spare.Incidents();
+  ASSERT_EQ(in.size(), 1u);
+  EXPECT_EQ(FindStep(in[0], "reset_device")->result, "degraded");
+  EXPECT_THAT(FindStep(in[0], "reset_device")->detail, HasSubstr("device 0 isolated"));
+  EXPECT_THAT(spare.dir.Read("logs/rank-0.log"), HasSubstr("devices=1"));
+
+  Job none("[ \"$ANXIN_RUN_ATTEMPT\" = 0 ] && echo 'HCCL_E_TIMEOUT' && sleep 60; echo step 1",
+           kBadReset);
+  rc = none.Run();
+  ASSERT_TRUE(rc);
+  EXPECT_EQ(*rc, 1);
+  in = none.Incidents();
+  ASSERT_EQ(in.size(), 1u);
+  EXPECT_EQ(in[0].outcome, "gave_up");
+  EXPECT_THAT(FindStep(in[0], "reset_device")->detail, HasSubstr("no spare device"));
+}
+
+TEST(SupervisorTest, LinkDownHoldsTheRelaunchUntilItIsUp) {
+  Job job("[ \"$ANXIN_RUN_ATTEMPT\" = 0 ] && exit 1; echo step 1",
+          std::string(kFastResets) +
+              "events:\n  - {at: 0s, device: 1, kind: link_down, port: 0, duration: 2.5s}\n");
+  job.o.detectors = {"exit", "log_patterns", "hang"};
+  auto rc = job.Run();
+  ASSERT_TRUE(rc) << rc.error().ToString();
+  EXPECT_EQ(*rc, 0);
+  auto in = job.Incidents();
+  ASSERT_EQ(in.size(), 1u);
+  const StepRecord* links = FindStep(in[0], "wait_links_up");
+  EXPECT_EQ(links->result, "ok");
+  EXPECT_GT(links->seconds(), 1.0);
+}
+
+TEST(SupervisorTest, DeviceFaultStartsRecovery) {
+  Job job("[ \"$ANXIN_RUN_ATTEMPT\" = 0 ] && sleep 60; echo step 1",
+          std::string(kFastResets) + "events:\n  - {at: 0.5s, device: 1, kind: device_lost}\n");
+  auto rc = job.Run();
+  ASSERT_TRUE(rc) << rc.error().ToString();
+  EXPECT_EQ(*rc, 0);
+  auto in = job.Incidents();
+  ASSERT_EQ(in.size(), 1u);
+  EXPECT_EQ(in[0].fault.fault_class, "device_lost");
+  EXPECT_EQ(in[0].fault.device, 1);
+  EXPECT_EQ(FindStep(in[0], "reset_device")->detail, "device 1 reset");
+}
+
+TEST(SupervisorTest, RestartStormAndBudget) {
+  Job storm("exit 3", kFastResets);
+  storm.o.max_restarts = 10;
+  storm.o.storm_limit = 2;
+  auto rc = storm.Run();
+  ASSERT_TRUE(rc);
+  EXPECT_EQ(*rc, kExitRestartStorm);
+  auto in = storm.Incidents();
+  ASSERT_EQ(in.size(), 3u);
+  EXPECT_EQ(in.back().outcome, "gave_up");
+
+  // Progress each time, so no storm: the budget ends it.
+  Job budget("echo step 1; exit 3", kFastResets);
+  budget.o.max_restarts = 1;
+  rc = budget.Run();
+  ASSERT_TRUE(rc);
+  EXPECT_EQ(*rc, 1);
+  EXPECT_EQ(budget.Incidents().size(), 2u);
+}
+
+TEST(SupervisorTest, FaultARestartCannotCureStopsTheJob) {
+  Job job("echo 'EI0004: The ranktable is invalid'; sleep 60", kFastResets);
+  auto rc = job.Run();
+  ASSERT_TRUE(rc);
+  EXPECT_EQ(*rc, 1);
+  auto in = job.Incidents();
+  ASSERT_EQ(in.size(), 1u);
+  EXPECT_EQ(in[0].outcome, "fatal");
+}
+
+TEST(SupervisorTest, BadDetectorConfigurationNamesThePlace) {
+  TempDir dir;
+  auto root = ConfigNode::Parse("detectors:\n  hang:\n    timeot: 5s\n", "g.yaml");
+  ASSERT_TRUE(root);
+  Job job("exit 0", kFastResets);
+  job.o.run_section = *root;
+  auto rc = job.Run();
+  ASSERT_FALSE(rc);
+  EXPECT_THAT(rc.error().Describe(), HasSubstr("g.yaml:3:5"));
+  EXPECT_THAT(rc.error().Describe(), HasSubstr("unknown key 'timeot'"));
+}
+
+}  // namespace
+}  // namespace anxin::run

@@ -1,0 +1,140 @@
+// The `anxin run` supervisor: launches the ranks of a single-node job, feeds
+// their output and exits to the detectors, and on a fault runs the recovery
+// playbook (stop_ranks, clear_device_memory, reset_device, wait_links_up,
+// select_checkpoint, relaunch, verify_progress), journaling every step.
+//
+//   SupervisorOptions o;
+//   o.command = {"python3", "train.py", "--resume", "{checkpoint}"};
+//   o.launch.nproc_per_node = 2;
+//   o.checkpoint_dir = "/tmp/ckpt";
+//   o.state_dir = "/tmp/anxin-state";
+//   ANXIN_ASSIGN_OR_RETURN(auto backend, device::CreateBackend("sim", {}));
+//   ANXIN_ASSIGN_OR_RETURN(auto devices, backend->Enumerate());
+//   Supervisor s(std::move(o), backend.get(), devices, {});
+//   ANXIN_ASSIGN_OR_RETURN(int status, s.Run());   // 0: the job finished
+//
+// Decisions that a multi-node deployment takes together (whether to restart,
+// at which generation, from which checkpoint) go through the Coordinator
+// seam; LocalCoordinator decides for one node.
+//
+// Thread safety: Run on one thread; RequestStop from any thread or a signal
+// handler.
+#ifndef ANXIN_RUN_SUPERVISOR_H_
+#define ANXIN_RUN_SUPERVISOR_H_
+
+#include <atomic>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "anxin/base/config.h"
+#include "anxin/base/error.h"
+#include "anxin/device/backend.h"
+#include "anxin/device/registry.h"
+#include "anxin/host/topology.h"
+#include "anxin/run/checkpoint.h"
+#include "anxin/run/fault.h"
+#include "anxin/run/launch.h"
+
+namespace anxin::run {
+
+// Exit statuses of `anxin run` beyond docs/exit-codes.md's 0-3: the job was
+// stopped after this many restarts in a row made no progress.
+inline constexpr int kExitRestartStorm = 4;
+
+struct SupervisorOptions {
+  // The rank command; "{checkpoint}", "{step}" and "{attempt}" are replaced
+  // at each launch (an empty path and step 0 when there is no checkpoint).
+  std::vector<std::string> command;
+  std::vector<std::string> env;  // extra NAME=VALUE for every rank, templated too
+  LaunchPlanOptions launch;
+  bool pick_port = true;       // a free MASTER_PORT for each launch
+  int max_restarts = 3;        // relaunches in the whole run
+  int storm_limit = 3;         // relaunches in a row without progress -> kExitRestartStorm
+  std::string log_dir;         // rank-N.log files; "" = none
+  std::string state_dir;       // incidents/; "" = no journal
+  std::string checkpoint_dir;  // "" = always start from scratch
+  double stop_grace_seconds = 5;
+  int reset_retries = 3;  // tries of reset_device
+  double reset_retry_delay_seconds = 1;
+  double link_timeout_seconds = 60;
+  double verify_timeout_seconds = 300;
+  // > 0: the hang detector's timeout, over run.detectors.hang.timeout.
+  double hang_timeout_seconds = 0;
+  // Detectors by name (RegisteredDetectors()); empty = all.
+  std::vector<std::string> detectors;
+  // The `run:` section of the configuration (run.detectors.NAME configures
+  // each detector); nullopt = defaults.
+  std::optional<ConfigNode> run_section;
+  // The SDK socket the ranks get as ANXIN_AGENT_SOCKET; "" = none.
+  std::string sdk_socket;
+  std::string sdk_forward;
+  bool prefix_output = true;  // copy rank output to stdout/stderr as "[rank N] ..."
+};
+
+// What the coordinator is told about the run so far.
+struct RestartState {
+  int attempt = 0;
+  int restarts = 0;
+  int restarts_without_progress = 0;
+};
+
+// The cross-node decision seam (docs/recovery.md, "Many nodes").
+class Coordinator {
+ public:
+  enum class Verdict { kRestart, kGiveUp, kStorm, kFatal };
+  struct Decision {
+    Verdict verdict = Verdict::kRestart;
+    int generation = 0;  // the attempt number of the relaunch
+    std::string why;
+  };
+  virtual ~Coordinator() = default;
+  virtual Decision OnFault(const Fault& fault, const RestartState& state) = 0;
+  // The checkpoint every node resumes from, given this node's scan.
+  virtual const Checkpoint* AgreeCheckpoint(const CheckpointScan& local) = 0;
+};
+
+// One node: the restart budget and storm limit of SupervisorOptions.
+class LocalCoordinator final : public Coordinator {
+ public:
+  LocalCoordinator(int max_restarts, int storm_limit)
+      : max_restarts_(max_restarts), storm_limit_(storm_limit) {}
+  Decision OnFault(const Fault& fault, const RestartState& state) override;
+  const Checkpoint* AgreeCheckpoint(const CheckpointScan& local) override { return local.Chosen(); }
+
+ private:
+  int max_restarts_;
+  int storm_limit_;
+};
+
+class Supervisor {
+ public:
+  Supervisor(SupervisorOptions options, device::DeviceBackend* backend,
+             std::vector<device::DeviceInfo> devices, std::vector<host::NumaNode> nodes,
+             std::unique_ptr<Coordinator> coordinator = nullptr);
+  ~Supervisor();
+  Supervisor(const Supervisor&) = delete;
+  Supervisor& operator=(const Supervisor&) = delete;
+
+  // Runs the job to the end. Returns 0 when every rank exited 0, 1 when it
+  // failed for good (budget spent, a fault a restart cannot cure, a reset or
+  // link that never came back), kExitRestartStorm, or 128+signal after
+  // RequestStop. Errors: bad options or detector configuration
+  // (kInvalidArgument), a rank that cannot start at all.
+  Result<int> Run();
+  // Stops the ranks and makes Run return 128 + sig. Async-signal-safe.
+  void RequestStop(int sig);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Replaces {checkpoint}, {step} and {attempt} in text.
+std::string ExpandTemplate(std::string text, const std::string& checkpoint, int64_t step,
+                           int attempt);
+
+}  // namespace anxin::run
+
+#endif  // ANXIN_RUN_SUPERVISOR_H_
