@@ -75,8 +75,13 @@ TEST_P(EveryOperation, IsVerifiedAndMatchesTheFormulas) {
     auto out =
         Bench({"--np", std::to_string(ranks), "--coll", std::string(OpName(op)), "-b", "8", "-e",
                "16K", "-f", "4", "-n", "3", "-w", "1", "-c", "1", "-r", std::to_string(ranks - 1)});
-    ASSERT_EQ(out.exit_code, 0) << out.stderr_text << out.stdout_text;
+    // Exit 1 without a wrong element is a slow rank named on a loaded machine.
+    ASSERT_TRUE(out.exit_code == 0 || out.exit_code == 1) << out.stderr_text << out.stdout_text;
     auto j = Parse(out);
+    EXPECT_EQ(j["wrong_total"], 0);
+    if (out.exit_code == 1) {
+      EXPECT_FALSE(j["skew"]["slow_rank"].is_null()) << out.stdout_text;
+    }
     ExpectColumns(j, op, ranks);
     EXPECT_TRUE(j["checked"].get<bool>());
   }
@@ -89,8 +94,16 @@ TEST(Verification, TypesAndReductions) {
                              std::pair{"double", "max"}, std::pair{"int32", "min"}}) {
     auto out = Bench({"--np", "4", "--coll", "reduce_scatter", "-d", type, "-o", redop, "-b", "64",
                       "-e", "4K", "-f", "8", "-n", "2", "-w", "0"});
-    ASSERT_EQ(out.exit_code, 0) << type << " " << redop << ": " << out.stderr_text;
-    ExpectColumns(Parse(out), CollOp::kReduceScatter, 4);
+    // Exit 1 is also how a slow rank is reported; on a loaded machine one
+    // may be named. What this test checks is that every result was right.
+    ASSERT_TRUE(out.exit_code == 0 || out.exit_code == 1)
+        << type << " " << redop << ": " << out.stderr_text;
+    auto j = Parse(out);
+    EXPECT_EQ(j["wrong_total"], 0) << type << " " << redop;
+    if (out.exit_code == 1) {
+      EXPECT_FALSE(j["skew"]["slow_rank"].is_null()) << out.stdout_text;
+    }
+    ExpectColumns(j, CollOp::kReduceScatter, 4);
   }
 }
 

@@ -230,6 +230,20 @@ TEST(ServeCli, SimAndGateServeAndStopCleanly) {
   }
   auto metrics = serve::testing::RunOne(gate->port, serve::testing::Get("/gate/metrics"));
   EXPECT_THAT(metrics.body, HasSubstr("anxin_gate_in_flight_max 2"));
+  EXPECT_THAT(metrics.body,
+              HasSubstr("anxin_gate_request_seconds_count{route=\"/v1/completions\"} 6"));
+  auto sim_metrics = serve::testing::RunOne(sim->port, serve::testing::Get("/metrics"));
+  EXPECT_THAT(sim_metrics.body, HasSubstr("anxin_sim_requests_total{route=\"/v1/completions\","
+                                          "code=\"200\"} 6"));
+  // Both expositions are the metric model's: promtool accepts them as they are.
+  for (const std::string& body : {metrics.body, sim_metrics.body}) {
+    const std::string file = dir.Write("metrics.prom", body);
+    auto lint =
+        RunCommand({"/usr/bin/promtool", "check", "metrics"}, {.timeout = 60s, .stdin_path = file});
+    ASSERT_THAT(lint, ::anxin::testing::IsOk()) << "promtool: run scripts/install-deps";
+    EXPECT_EQ(lint->exit_code, 0) << lint->stdout_text << lint->stderr_text << body;
+    EXPECT_EQ(lint->stdout_text + lint->stderr_text, "") << body;
+  }
   ASSERT_THAT(gate->proc->Signal(SIGTERM), ::anxin::testing::IsOk());
   auto gs = gate->proc->Wait(std::chrono::steady_clock::now() + 30s);
   ASSERT_TRUE(gs.has_value());
@@ -242,6 +256,46 @@ TEST(ServeCli, SimAndGateServeAndStopCleanly) {
   json summary = json::parse(sim->out);
   EXPECT_EQ(summary["completed"], 6);
   EXPECT_LE(summary["max_running"].get<int>(), 2);
+}
+
+// The load tester against the simulator, as docs/serve.md's sizing exercise
+// runs them: 12 streams in flight against a cap of 6 and a cache too small for
+// six whole sequences. The cap holds, blocks run out so sequences are
+// preempted, and no request is lost: every one completes with all its tokens,
+// on both sides' counts.
+TEST(ServeCli, LoadTesterAgainstSimulatorCapHoldsNothingLost) {
+  TempDir dir;
+  // 24 blocks of 16 tokens; six sequences of 32 + 64 tokens would need 36.
+  auto sim = StartServer({"--json", "serve", "sim", "--num-blocks", "24", "--block-size", "16",
+                          "--max-num-seqs", "6", "--time-scale", "0", "--always-usage"},
+                         dir, "sim");
+  ASSERT_GT(sim->port, 0);
+  auto bench = RunAnxin({"--json", "bench", "serve", "--url",
+                         "http://127.0.0.1:" + std::to_string(sim->port), "-n", "30", "-c", "12",
+                         "--input-tokens", "32", "--output-tokens", "64", "--no-progress"});
+  ASSERT_EQ(bench.exit_code, 0) << bench.stderr_text;
+  json b = json::parse(bench.stdout_text);
+  EXPECT_EQ(b["completed"], 30);
+  EXPECT_EQ(b["failed"], 0);
+  EXPECT_EQ(b["output_tokens"], 30 * 64);
+  EXPECT_EQ(b["output_token_source"], "usage");
+  EXPECT_LE(b["load_tester"]["peak_open_streams"].get<int>(), 12);
+
+  ASSERT_THAT(sim->proc->Signal(SIGTERM), ::anxin::testing::IsOk());
+  auto ss = sim->proc->Wait(std::chrono::steady_clock::now() + 30s);
+  ASSERT_TRUE(ss.has_value());
+  EXPECT_EQ(ss->exit_code, 0) << sim->err;
+  std::lock_guard g(sim->mu);
+  json summary = json::parse(sim->out);
+  EXPECT_EQ(summary["submitted"], 30);
+  EXPECT_EQ(summary["completed"], 30);
+  EXPECT_EQ(summary["generated_tokens"], 30 * 64);
+  EXPECT_EQ(summary["cancelled"], 0);
+  EXPECT_EQ(summary["refused_queue_full"], 0);
+  EXPECT_LE(summary["max_running"].get<int>(), 6);
+  EXPECT_GE(summary["max_running"].get<int>(), 2);
+  EXPECT_GT(summary["preemptions"].get<int>(), 0);
+  EXPECT_GT(summary["recomputed_tokens"].get<int>(), 0);
 }
 
 TEST(ServeCli, BadSettingsAreUsageErrors) {

@@ -355,8 +355,9 @@ void DeviceExporter::SampleOnce() {
       continue;
     }
     const DeviceSample& s = *r;
-    if (Reported(s.hbm_used_bytes)) {
-      const double used = static_cast<double>(s.hbm_used_bytes);
+    const bool used_reported = Reported(s.hbm_used_bytes);
+    const double used = used_reported ? static_cast<double>(s.hbm_used_bytes) : 0;
+    if (used_reported) {
       g.memory_used->WithLabels(l).Set(used);
       if (total > 0) g.memory_ratio->WithLabels(l).Set(used / total);
     }
@@ -405,7 +406,7 @@ void DeviceExporter::SampleOnce() {
                                           info.pci_bus_id};
       SetIfReported(g.npu_temperature, n, s.temperature_celsius);
       SetIfReported(g.npu_power, n, s.power_watts);
-      g.npu_hbm_used->WithLabels(n).Set(std::round(used / kNpuMB));
+      if (used_reported) g.npu_hbm_used->WithLabels(n).Set(std::round(used / kNpuMB));
       if (total > 0) g.npu_hbm_total->WithLabels(n).Set(std::round(total / kNpuMB));
       SetIfReported(g.npu_utilization, n, s.utilisation_percent);
       g.npu_health->WithLabels(n).Set(s.health == Health::kOk ? 1 : 0);
@@ -419,8 +420,10 @@ void DeviceExporter::SampleOnce() {
       SetIfReported(g.dcgm_temp, d, s.temperature_celsius);
       SetIfReported(g.dcgm_power, d, s.power_watts);
       SetIfReported(g.dcgm_util, d, s.utilisation_percent);
-      g.dcgm_fb_used->WithLabels(d).Set(std::round(used / kMiB));
-      if (total > 0) g.dcgm_fb_free->WithLabels(d).Set(std::round((total - used) / kMiB));
+      if (used_reported) {
+        g.dcgm_fb_used->WithLabels(d).Set(std::round(used / kMiB));
+        if (total > 0) g.dcgm_fb_free->WithLabels(d).Set(std::round((total - used) / kMiB));
+      }
       double xid = 0;
       for (const device::DeviceErrorCode& code : s.error_codes)
         if (auto x = XidOf(code.code)) xid = *x;

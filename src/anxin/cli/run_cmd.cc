@@ -213,7 +213,11 @@ CommandMain Setup(CLI::App& app) {
   app.add_option("--numa-bind", o->numa_bind,
                  "auto: bind each rank's CPUs and memory to its device's NUMA node; off")
       ->capture_default_str();
-  app.add_option("--env", o->env, "NAME=VALUE for every rank (templated like the command)");
+  app.add_option("--env", o->env,
+                 "NAME=VALUE for every rank (templated like the command); repeat for more")
+      ->expected(1)
+      ->allow_extra_args(false)  // one value each time; a following "--" starts the command
+      ->take_all();
   app.add_option("--stop-grace", o->stop_grace, "time between SIGTERM and SIGKILL (default 5s)");
   app.add_option("--hang-timeout", o->hang_timeout,
                  "no progress for this long is a hang (default: run.detectors.hang.timeout, "

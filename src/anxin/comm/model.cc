@@ -4,6 +4,8 @@
 #include <cctype>
 #include <string>
 
+#include "anxin/monitor/sdk_wire.h"
+
 namespace anxin::comm {
 namespace {
 
@@ -149,22 +151,31 @@ Result<RedOp> ParseRedOp(std::string_view name) {
                          "': expected sum, prod, min, max or avg");
 }
 
-double BusBandwidthFactor(CollOp op, int ranks) {
-  if (ranks <= 0) return 1.0;
-  const double n = ranks;
+monitor::SdkCollectiveOp ToSdkOp(CollOp op) {
+  using monitor::SdkCollectiveOp;
   switch (op) {
     case CollOp::kAllReduce:
-      return 2.0 * (n - 1) / n;
+      return SdkCollectiveOp::kAllReduce;
     case CollOp::kAllGather:
+      return SdkCollectiveOp::kAllGather;
     case CollOp::kReduceScatter:
-    case CollOp::kAlltoAll:
-      return (n - 1) / n;
+      return SdkCollectiveOp::kReduceScatter;
     case CollOp::kBroadcast:
+      return SdkCollectiveOp::kBroadcast;
     case CollOp::kReduce:
+      return SdkCollectiveOp::kReduce;
+    case CollOp::kAlltoAll:
+      return SdkCollectiveOp::kAllToAll;
     case CollOp::kSendRecv:
-      return 1.0;
+      return SdkCollectiveOp::kSendRecv;
   }
-  return 1.0;
+  return SdkCollectiveOp::kOther;
+}
+
+// The factors are the agent's (monitor/sdk_wire.h), so a stress test and a
+// job's telemetry report the same bus bandwidth for the same collective.
+double BusBandwidthFactor(CollOp op, int ranks) {
+  return monitor::BusBandwidthFactor(ToSdkOp(op), ranks);
 }
 
 double AlgBandwidth(uint64_t bytes, double time_us) {

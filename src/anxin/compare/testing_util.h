@@ -1,6 +1,8 @@
 // Test helpers for the compare module: a scratch directory and running
 // Debian's NumPy (/usr/bin/python3) with an argument vector.
 //
+//   #include <gtest/gtest.h>
+//
 //   testing::ScratchDir dir;
 //   EXPECT_EQ(testing::RunPython({testing::FixturePath("metric_cases.py"), dir.path()}), 0);
 #ifndef ANXIN_COMPARE_TESTING_UTIL_H_

@@ -136,7 +136,8 @@ std::string PlanText(const Plan& p) {
   if (!p.fits) {
     // No pool_size: any that holds the peak is above what a pool may take.
     out += fmt::format(
-        "\nrecommended: ANXIN_ALLOC_CONF={} (no pool_size: the model does not fit, see below)\n",
+        "\nrecommended: ANXIN_ALLOC_CONF={} (without a pool size: the model does not fit, see "
+        "below)\n",
         knobs);
   } else {
     // Without a device size, the pool in whole MiB as ANXIN_ALLOC_CONF reads

@@ -151,6 +151,15 @@ void Histogram::Observe(double v) {
   sum_.fetch_add(v, std::memory_order_relaxed);
 }
 
+void Histogram::Merge(const Histogram& other) {
+  if (other.bounds_ != bounds_ && *other.bounds_ != *bounds_) return;
+  for (size_t i = 0; i <= bounds_->size(); ++i) {
+    buckets_[i].fetch_add(other.buckets_[i].load(std::memory_order_relaxed),
+                          std::memory_order_relaxed);
+  }
+  sum_.fetch_add(other.sum(), std::memory_order_relaxed);
+}
+
 std::vector<uint64_t> Histogram::CumulativeCounts() const {
   std::vector<uint64_t> out(bounds_->size() + 1);
   uint64_t total = 0;

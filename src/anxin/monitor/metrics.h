@@ -79,8 +79,13 @@ class Gauge {
 // inclusive, plus +Inf) and keeps their sum.
 class Histogram {
  public:
+  // REQUIRES: bounds outlives the histogram.
   explicit Histogram(const std::vector<double>* bounds);
   void Observe(double v);
+  // Adds other's observations to this one, for a histogram that a component
+  // keeps itself and exports through a registry. Ignored when other's
+  // bounds differ.
+  void Merge(const Histogram& other);
 
   // Cumulative counts, one per bound and a last one for +Inf (= count).
   std::vector<uint64_t> CumulativeCounts() const;

@@ -154,6 +154,27 @@ TEST(MetricsTest, BucketBoundsAreInclusiveAndNaNIsIgnored) {
   EXPECT_DOUBLE_EQ(x.sum(), 5.0000001);
 }
 
+TEST(MetricsTest, MergeAddsAnotherHistogramsObservations) {
+  const std::vector<double> bounds = {1, 2};
+  Histogram own(&bounds);
+  own.Observe(0.5);
+  own.Observe(1.5);
+  own.Observe(7);
+  Registry r;
+  auto f = r.AddHistogram("x_seconds", "X.", {"route"}, bounds);
+  ASSERT_TRUE(f.has_value());
+  Histogram& h = (*f)->WithLabels({"/a"});
+  h.Observe(2);
+  h.Merge(own);
+  EXPECT_EQ(h.CumulativeCounts(), (std::vector<uint64_t>{1, 3, 4}));
+  EXPECT_DOUBLE_EQ(h.sum(), 11);
+  const std::vector<double> other_bounds = {1, 3};
+  Histogram other(&other_bounds);
+  other.Observe(0.1);
+  h.Merge(other);  // different buckets: ignored
+  EXPECT_EQ(h.count(), 4u);
+}
+
 TEST(MetricsTest, CollectHooksRunBeforeEachExposition) {
   Registry r;
   auto g = r.AddGauge("age_seconds", "", {});

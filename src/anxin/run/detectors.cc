@@ -130,6 +130,11 @@ class HangDetector final : public Detector {
         ctx_.progress->Note(-1, "checkpoint", now);
       }
     }
+    // The clock runs from the attempt's first sign of progress: start-up
+    // (imports, data loading, the first collective's rendezvous) can take
+    // far longer than a step, and a relaunch's start-up is bounded by the
+    // playbook's verify_progress deadline instead.
+    if (ctx_.progress->events() == 0) return;
     double timeout = o_.timeout_seconds;
     if (o_.learn_factor > 0 && ctx_.progress->steps() >= o_.warmup_steps) {
       timeout =

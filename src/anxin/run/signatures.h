@@ -4,8 +4,8 @@
 //
 //   ANXIN_ASSIGN_OR_RETURN(LogMatcher m, LogMatcher::Compile(BuiltinSignatures()));
 //   if (const LogSignature* s = m.Match("EI0006: Getting socket times out")) {
-//     std::printf("%s: %s\n", s->id.c_str(), s->fault_class.c_str());  // hccl_socket_timeout:
-//     network
+//     // prints "hccl_socket_timeout: network"
+//     std::printf("%s: %s\n", s->id.c_str(), s->fault_class.c_str());
 //   }
 //
 // A signature is a literal substring (the common case, found with a

@@ -526,7 +526,8 @@ inline void Emit(Fill&& fill) {
 }
 
 uint8_t CopyText(char* dst, const char* src, size_t max) {
-  size_t n = src ? strnlen(src, max) : 0;
+  if (src == nullptr) return 0;  // memcpy from a null pointer is undefined even for 0 bytes
+  size_t n = strnlen(src, max);
   memcpy(dst, src, n);
   return static_cast<uint8_t>(n);
 }

@@ -177,6 +177,7 @@ TEST(SdkClientTest, DeliversEveryKindOfEvent) {
   anxin_step_end(7);
   anxin_step_time(8, 123456789);
   anxin_collective(ANXIN_OP_REDUCE_SCATTER, 64ULL << 20, 2'000'000, "NHR", 8);
+  anxin_collective(ANXIN_OP_BROADCAST, 4096, 1000, nullptr, 0);  // algorithm may be NULL
   anxin_kernel("flash_attn_fwd", 1'500'000);
   anxin_heartbeat();
   anxin_checkpoint_saved(8, "/ckpt/iter_0000008");
@@ -185,8 +186,8 @@ TEST(SdkClientTest, DeliversEveryKindOfEvent) {
   ASSERT_EQ(anxin_sdk_flush(5000), 0);
 
   SdkSender sender;
-  std::vector<SdkEvent> got = sink.Collect(8, &sender);
-  ASSERT_EQ(got.size(), 8u);
+  std::vector<SdkEvent> got = sink.Collect(9, &sender);
+  ASSERT_EQ(got.size(), 9u);
   EXPECT_EQ(sender.job, "llama-7b");
   EXPECT_EQ(sender.rank, 2);
   EXPECT_EQ(sender.world_size, 4);
@@ -207,6 +208,11 @@ TEST(SdkClientTest, DeliversEveryKindOfEvent) {
         EXPECT_EQ(s->duration_ns, 123456789u);
         seen |= 4;
       }
+    } else if (auto* c = std::get_if<SdkCollective>(&e.body);
+               c && c->op == SdkCollectiveOp::kBroadcast) {
+      EXPECT_EQ(c->algorithm, "");
+      EXPECT_EQ(c->bytes, 4096u);
+      seen |= 256;
     } else if (auto* c = std::get_if<SdkCollective>(&e.body)) {
       EXPECT_EQ(c->op, SdkCollectiveOp::kReduceScatter);
       EXPECT_EQ(c->bytes, 64ULL << 20);
@@ -235,7 +241,7 @@ TEST(SdkClientTest, DeliversEveryKindOfEvent) {
       seen |= 128;
     }
   }
-  EXPECT_EQ(seen, 255);
+  EXPECT_EQ(seen, 511);
 }
 
 TEST(SdkClientTest, CleansAndCutsStringsSoTheAgentNeverRefusesThem) {

@@ -77,7 +77,7 @@ struct Gate::Impl {
   };
   struct RouteMetrics {
     GateRouteStats stats;
-    Histogram queue_wait{LatencyBuckets()}, ttfb{LatencyBuckets()}, total{LatencyBuckets()};
+    Histogram queue_wait{&LatencyBuckets()}, ttfb{&LatencyBuckets()}, total{&LatencyBuckets()};
   };
 
   GateOptions options;

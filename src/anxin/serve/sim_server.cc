@@ -165,7 +165,7 @@ struct SimServer::Impl {
   };
   struct RouteStats {
     std::map<int, uint64_t> codes;
-    Histogram ttft{LatencyBuckets()}, e2e{LatencyBuckets()};
+    Histogram ttft{&LatencyBuckets()}, e2e{&LatencyBuckets()};
   };
 
   SimServerOptions options;

@@ -25,7 +25,8 @@ std::string Capture(const char* name) {
 std::map<std::string, std::string> Samples() {
   std::map<std::string, std::string> out;
   std::string command;
-  for (std::string_view line : SplitLines(Capture("hccn-tool-samples.txt"))) {
+  const std::string text = Capture("hccn-tool-samples.txt");  // outlives the views
+  for (std::string_view line : SplitLines(text)) {
     if (line.starts_with("$ ")) {
       command = std::string(line.substr(2));
       out[command];

@@ -458,9 +458,9 @@ Result<Scenario> ParseScenarioText(std::string_view yaml, std::string source_nam
 }
 
 Result<Scenario> LoadScenario(const std::string& path) {
-  auto root = ConfigNode::LoadFile(path);
-  if (!root) return std::unexpected(std::move(root).error().With("loading scenario " + path));
-  return ParseScenario(*root);
+  // LoadFile's errors name the file (and line:col) already.
+  ANXIN_ASSIGN_OR_RETURN(ConfigNode root, ConfigNode::LoadFile(path));
+  return ParseScenario(root);
 }
 
 Result<Scenario> BuiltinScenario(std::string_view name) {
