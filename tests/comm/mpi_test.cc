@@ -30,6 +30,13 @@ using ::testing::StartsWith;
 
 CommandOutput Bench(std::vector<std::string> args, std::vector<std::string> env = {}) {
   args.insert(args.begin(), {"--json", "bench", "comm"});
+  // Unless a test slows a rank on purpose, no rank may be named slow (exit 1)
+  // because the machine running the tests is busy: only a median lateness of
+  // a whole second would count.
+  const bool delayed = std::any_of(env.begin(), env.end(), [](const std::string& e) {
+    return e.starts_with("ANXIN_COMM_TEST_FAULT=delay");
+  });
+  if (!delayed) args.insert(args.end(), {"--slow-us", "1000000"});
   return RunAnxin(args, {.env = std::move(env), .timeout = std::chrono::seconds(180)});
 }
 
@@ -75,13 +82,9 @@ TEST_P(EveryOperation, IsVerifiedAndMatchesTheFormulas) {
     auto out =
         Bench({"--np", std::to_string(ranks), "--coll", std::string(OpName(op)), "-b", "8", "-e",
                "16K", "-f", "4", "-n", "3", "-w", "1", "-c", "1", "-r", std::to_string(ranks - 1)});
-    // Exit 1 without a wrong element is a slow rank named on a loaded machine.
-    ASSERT_TRUE(out.exit_code == 0 || out.exit_code == 1) << out.stderr_text << out.stdout_text;
+    ASSERT_EQ(out.exit_code, 0) << out.stderr_text << out.stdout_text;
     auto j = Parse(out);
     EXPECT_EQ(j["wrong_total"], 0);
-    if (out.exit_code == 1) {
-      EXPECT_FALSE(j["skew"]["slow_rank"].is_null()) << out.stdout_text;
-    }
     ExpectColumns(j, op, ranks);
     EXPECT_TRUE(j["checked"].get<bool>());
   }
@@ -94,15 +97,9 @@ TEST(Verification, TypesAndReductions) {
                              std::pair{"double", "max"}, std::pair{"int32", "min"}}) {
     auto out = Bench({"--np", "4", "--coll", "reduce_scatter", "-d", type, "-o", redop, "-b", "64",
                       "-e", "4K", "-f", "8", "-n", "2", "-w", "0"});
-    // Exit 1 is also how a slow rank is reported; on a loaded machine one
-    // may be named. What this test checks is that every result was right.
-    ASSERT_TRUE(out.exit_code == 0 || out.exit_code == 1)
-        << type << " " << redop << ": " << out.stderr_text;
+    ASSERT_EQ(out.exit_code, 0) << type << " " << redop << ": " << out.stderr_text;
     auto j = Parse(out);
     EXPECT_EQ(j["wrong_total"], 0) << type << " " << redop;
-    if (out.exit_code == 1) {
-      EXPECT_FALSE(j["skew"]["slow_rank"].is_null()) << out.stdout_text;
-    }
     ExpectColumns(j, CollOp::kReduceScatter, 4);
   }
 }
