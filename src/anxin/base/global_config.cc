@@ -166,7 +166,7 @@ Result<GlobalConfig> FromNode(const ConfigNode& root) {
 const std::vector<std::string_view>& GlobalConfigSections() {
   // log and device are read here; each other one is read by the module of
   // that name (FindSection), which adds it here when it starts reading one.
-  static const auto* sections = new std::vector<std::string_view>{"log", "device", "compare"};
+  static const auto* sections = new std::vector<std::string_view>{"log", "device", "compare", "notify"};
   return *sections;
 }
 
