@@ -71,7 +71,8 @@ CommandMain Setup(CLI::App& app) {
   auto o = std::make_shared<Opts>();
   app.add_option("--listen", o->listen, "HOST:PORT to serve the webhook, /metrics and /healthz on")
       ->capture_default_str();
-  app.add_option("--port", o->port, "port, overriding --listen's (0: any free one; see --port-file)");
+  app.add_option("--port", o->port,
+                 "port, overriding --listen's (0: any free one; see --port-file)");
   app.add_option("--port-file", o->port_file, "write the port here once listening");
   app.add_option("--spool", o->spool, "directory of the durable spool")->capture_default_str();
   app.add_option("--threads", o->threads, "HTTP worker threads")

@@ -33,10 +33,12 @@ class Reader {
       if (required) return InvalidArgument(where + ": missing");
       return std::string();
     }
-    if (!it->is_string()) return InvalidArgument(where + ": expected a string, got " + TypeName(*it));
+    if (!it->is_string())
+      return InvalidArgument(where + ": expected a string, got " + TypeName(*it));
     const auto& s = it->get_ref<const std::string&>();
     if (s.size() > limits_.max_string_bytes) {
-      return InvalidArgument(where + ": " + std::to_string(s.size()) + " bytes, over the limit of " +
+      return InvalidArgument(where + ": " + std::to_string(s.size()) +
+                             " bytes, over the limit of " +
                              std::to_string(limits_.max_string_bytes));
     }
     return s;
@@ -47,13 +49,15 @@ class Reader {
     std::string where = path.empty() ? std::string(key) : path + "." + std::string(key);
     LabelSet out;
     if (it == obj.end() || it->is_null()) return out;
-    if (!it->is_object()) return InvalidArgument(where + ": expected an object, got " + TypeName(*it));
+    if (!it->is_object())
+      return InvalidArgument(where + ": expected an object, got " + TypeName(*it));
     if (it->size() > limits_.max_labels) {
-      return InvalidArgument(where + ": " + std::to_string(it->size()) + " entries, over the limit of " +
-                             std::to_string(limits_.max_labels));
+      return InvalidArgument(where + ": " + std::to_string(it->size()) +
+                             " entries, over the limit of " + std::to_string(limits_.max_labels));
     }
     for (const auto& [k, v] : it->items()) {
-      if (k.empty() || k.size() > 256) return InvalidArgument(where + ": a name of " + std::to_string(k.size()) + " bytes");
+      if (k.empty() || k.size() > 256)
+        return InvalidArgument(where + ": a name of " + std::to_string(k.size()) + " bytes");
       ANXIN_ASSIGN_OR_RETURN(std::string value, String(*it, where, k, true));
       out.emplace(k, std::move(value));
     }
@@ -101,8 +105,9 @@ Result<int64_t> ParseRfc3339(std::string_view t) {
   };
   int y, mo, d, h, mi, s;
   if (!Digits(t, 0, 4, y) || t.size() < 20 || t[4] != '-' || !Digits(t, 5, 2, mo) || t[7] != '-' ||
-      !Digits(t, 8, 2, d) || (t[10] != 'T' && t[10] != 't' && t[10] != ' ') || !Digits(t, 11, 2, h) ||
-      t[13] != ':' || !Digits(t, 14, 2, mi) || t[16] != ':' || !Digits(t, 17, 2, s)) {
+      !Digits(t, 8, 2, d) || (t[10] != 'T' && t[10] != 't' && t[10] != ' ') ||
+      !Digits(t, 11, 2, h) || t[13] != ':' || !Digits(t, 14, 2, mi) || t[16] != ':' ||
+      !Digits(t, 17, 2, s)) {
     return bad();
   }
   if (mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || s > 60) return bad();
@@ -149,7 +154,8 @@ Result<Notification> ParseWebhook(std::string_view body, const ParseLimits& limi
   } catch (const json::exception& e) {
     return InvalidArgument(std::string("payload is not JSON: ") + e.what());
   }
-  if (!root.is_object()) return InvalidArgument("payload: expected an object, got " + TypeName(root));
+  if (!root.is_object())
+    return InvalidArgument("payload: expected an object, got " + TypeName(root));
   Reader r(limits);
   Notification n;
   ANXIN_ASSIGN_OR_RETURN(std::string version, r.String(root, "", "version", true));
@@ -190,7 +196,8 @@ Result<Notification> ParseWebhook(std::string_view body, const ParseLimits& limi
     Alert alert;
     ANXIN_ASSIGN_OR_RETURN(alert.status, r.String(a, path, "status", true));
     if (alert.status != "firing" && alert.status != "resolved") {
-      return InvalidArgument(path + ".status: expected firing or resolved, got '" + alert.status + "'");
+      return InvalidArgument(path + ".status: expected firing or resolved, got '" + alert.status +
+                             "'");
     }
     ANXIN_ASSIGN_OR_RETURN(alert.labels, r.Labels(a, path, "labels"));
     if (alert.labels.empty()) return InvalidArgument(path + ".labels: an alert needs labels");

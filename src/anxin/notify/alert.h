@@ -32,13 +32,13 @@ namespace anxin::notify {
 using LabelSet = std::map<std::string, std::string>;
 
 struct Alert {
-  std::string status;  // "firing" or "resolved"
-  LabelSet labels;
-  LabelSet annotations;
+  std::string status{};  // "firing" or "resolved"
+  LabelSet labels{};
+  LabelSet annotations{};
   int64_t starts_at = 0;  // unix seconds
   int64_t ends_at = 0;    // unix seconds; 0 while firing (Alertmanager's zero time)
-  std::string generator_url;
-  std::string fingerprint;
+  std::string generator_url{};
+  std::string fingerprint{};
 
   // "" when absent.
   std::string Label(std::string_view name) const;
@@ -47,21 +47,21 @@ struct Alert {
 };
 
 struct Notification {
-  std::string receiver;
-  std::string status;
-  std::vector<Alert> alerts;
-  LabelSet group_labels;
-  LabelSet common_labels;
-  LabelSet common_annotations;
-  std::string external_url;
-  std::string group_key;
+  std::string receiver{};
+  std::string status{};
+  std::vector<Alert> alerts{};
+  LabelSet group_labels{};
+  LabelSet common_labels{};
+  LabelSet common_annotations{};
+  std::string external_url{};
+  std::string group_key{};
   int64_t truncated_alerts = 0;
 };
 
 struct ParseLimits {
-  size_t max_bytes = 1 << 20;     // the whole body
-  size_t max_alerts = 1000;       // per payload
-  size_t max_labels = 64;         // per label set (labels, annotations, ...)
+  size_t max_bytes = 1 << 20;       // the whole body
+  size_t max_alerts = 1000;         // per payload
+  size_t max_labels = 64;           // per label set (labels, annotations, ...)
   size_t max_string_bytes = 16384;  // any one string
 };
 

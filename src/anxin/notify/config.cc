@@ -34,13 +34,15 @@ Result<std::string> ReadSecret(const ConfigNode& n, std::string_view key, bool a
   const int given = n.Has(key) + n.Has(file_key) + n.Has(env_key);
   from_secret_source = false;
   if (given > 1) {
-    return std::unexpected(n.MakeError("give one of " + std::string(key) + ", " + file_key + ", " + env_key));
+    return std::unexpected(
+        n.MakeError("give one of " + std::string(key) + ", " + file_key + ", " + env_key));
   }
   if (n.Has(key)) {
     if (!allow_inline) {
       ANXIN_ASSIGN_OR_RETURN(auto child, n.Child(key));
-      return std::unexpected(child.MakeError("a secret is not written in the configuration: use " + file_key +
-                             " (a file holding it) or " + env_key + " (an environment variable)"));
+      return std::unexpected(child.MakeError("a secret is not written in the configuration: use " +
+                                             file_key + " (a file holding it) or " + env_key +
+                                             " (an environment variable)"));
     }
     return n.Get<std::string>(key);
   }
@@ -50,10 +52,11 @@ Result<std::string> ReadSecret(const ConfigNode& n, std::string_view key, bool a
     auto text = ReadFile(path, 64 << 10);
     ANXIN_ASSIGN_OR_RETURN(auto child, n.Child(file_key));
     if (!text) {
-      return std::unexpected(Error(text.error().code(),
-                                   child.MakeError("cannot read " + path + ": " +
-                                                   std::string(ErrorCodeName(text.error().code())))
-                                       .message()));
+      return std::unexpected(
+          Error(text.error().code(), child
+                                         .MakeError("cannot read " + path + ": " +
+                                                    std::string(ErrorCodeName(text.error().code())))
+                                         .message()));
     }
     std::string v = TrimNewlines(*text);
     if (v.empty()) return std::unexpected(child.MakeError(path + " is empty"));
@@ -63,7 +66,8 @@ Result<std::string> ReadSecret(const ConfigNode& n, std::string_view key, bool a
     ANXIN_ASSIGN_OR_RETURN(std::string var, n.Get<std::string>(env_key));
     auto v = env(var);
     ANXIN_ASSIGN_OR_RETURN(auto child, n.Child(env_key));
-    if (!v || v->empty()) return std::unexpected(child.MakeError("environment variable " + var + " is not set"));
+    if (!v || v->empty())
+      return std::unexpected(child.MakeError("environment variable " + var + " is not set"));
     return TrimNewlines(*v);
   }
   return std::string();
@@ -78,11 +82,13 @@ Result<std::vector<std::string>> StringList(const ConfigNode& n, std::string_vie
 
 Result<Matcher> ParseMatcher(std::string_view text) {
   auto bad = [&](std::string_view why) {
-    return InvalidArgument("matcher '" + std::string(text) + "': " + std::string(why) +
-                           " (expected name=\"value\", name!=\"value\", name=~\"re\" or name!~\"re\")");
+    return InvalidArgument(
+        "matcher '" + std::string(text) + "': " + std::string(why) +
+        " (expected name=\"value\", name!=\"value\", name=~\"re\" or name!~\"re\")");
   };
   size_t i = 0;
-  while (i < text.size() && (std::isalnum(static_cast<unsigned char>(text[i])) || text[i] == '_')) ++i;
+  while (i < text.size() && (std::isalnum(static_cast<unsigned char>(text[i])) || text[i] == '_'))
+    ++i;
   Matcher m;
   m.label = std::string(text.substr(0, i));
   if (!ValidLabelName(m.label)) return bad("bad label name");
@@ -178,8 +184,8 @@ Result<NotifyConfig> ParseNotifyConfig(const ConfigNode& s, const EnvironmentLoo
   NotifyConfig c;
   ANXIN_TRY(s.CheckKeys({"receivers", "routes", "default_receivers", "time_zone", "dashboard_url",
                          "prometheus_url", "spool_max_bytes", "backoff_initial", "backoff_max",
-                         "rate_per_second", "rate_per_minute", "send_timeout",
-                         "max_payload_bytes", "max_alerts"}));
+                         "rate_per_second", "rate_per_minute", "send_timeout", "max_payload_bytes",
+                         "max_alerts"}));
   ANXIN_ASSIGN_OR_RETURN(c.time_zone, s.Get<std::string>("time_zone", "UTC"));
   ANXIN_ASSIGN_OR_RETURN(c.dashboard_url, s.Get<std::string>("dashboard_url", ""));
   ANXIN_ASSIGN_OR_RETURN(c.prometheus_url, s.Get<std::string>("prometheus_url", ""));
@@ -190,7 +196,8 @@ Result<NotifyConfig> ParseNotifyConfig(const ConfigNode& s, const EnvironmentLoo
   ANXIN_ASSIGN_OR_RETURN(c.backoff_initial_s, s.GetSeconds("backoff_initial", c.backoff_initial_s));
   ANXIN_ASSIGN_OR_RETURN(c.backoff_max_s, s.GetSeconds("backoff_max", c.backoff_max_s));
   if (c.backoff_initial_s < 0.001 || c.backoff_max_s < c.backoff_initial_s) {
-    return std::unexpected(s.MakeError("backoff_initial must be at least 1ms and at most backoff_max"));
+    return std::unexpected(
+        s.MakeError("backoff_initial must be at least 1ms and at most backoff_max"));
   }
   ANXIN_ASSIGN_OR_RETURN(c.rate_per_second, s.GetInRange<int>("rate_per_second", 1, 1000, 5));
   ANXIN_ASSIGN_OR_RETURN(c.rate_per_minute, s.GetInRange<int>("rate_per_minute", 1, 60000, 100));
@@ -208,8 +215,10 @@ Result<NotifyConfig> ParseNotifyConfig(const ConfigNode& s, const EnvironmentLoo
                            "secret_env", "path", "format", "title_template", "alert_template"}));
     ReceiverConfig r;
     ANXIN_ASSIGN_OR_RETURN(r.name, n.Get<std::string>("name"));
-    if (r.name.empty() || r.name.size() > 64) return std::unexpected(n.MakeError("name: 1 to 64 characters"));
-    if (c.Find(r.name)) return std::unexpected(n.MakeError("receiver '" + r.name + "' is named twice"));
+    if (r.name.empty() || r.name.size() > 64)
+      return std::unexpected(n.MakeError("name: 1 to 64 characters"));
+    if (c.Find(r.name))
+      return std::unexpected(n.MakeError("receiver '" + r.name + "' is named twice"));
     ANXIN_ASSIGN_OR_RETURN(std::string type, n.Get<std::string>("type"));
     if (type == "feishu") {
       r.type = ReceiverType::kFeishu;
@@ -221,7 +230,7 @@ Result<NotifyConfig> ParseNotifyConfig(const ConfigNode& s, const EnvironmentLoo
       r.type = ReceiverType::kFile;
     } else {
       return std::unexpected(n.Child("type")->MakeError("unknown receiver type '" + type +
-                                        "' (known: feishu, lark, webhook, file)"));
+                                                        "' (known: feishu, lark, webhook, file)"));
     }
     const bool bot = r.type == ReceiverType::kFeishu || r.type == ReceiverType::kLark;
     if (r.type == ReceiverType::kFile) {
@@ -229,9 +238,12 @@ Result<NotifyConfig> ParseNotifyConfig(const ConfigNode& s, const EnvironmentLoo
     } else {
       bool secret_url = false;
       ANXIN_ASSIGN_OR_RETURN(r.url, ReadSecret(n, "url", true, env, secret_url));
-      if (r.url.empty()) return std::unexpected(n.MakeError("receiver '" + r.name + "' needs url, url_file or url_env"));
+      if (r.url.empty())
+        return std::unexpected(
+            n.MakeError("receiver '" + r.name + "' needs url, url_file or url_env"));
       if (!r.url.starts_with("http://") && !r.url.starts_with("https://")) {
-        return std::unexpected(n.MakeError("receiver '" + r.name + "': the URL must start with http:// or https://"));
+        return std::unexpected(
+            n.MakeError("receiver '" + r.name + "': the URL must start with http:// or https://"));
       }
       // The path of a bot URL is its token: never printed.
       const size_t path_at = r.url.find('/', r.url.find("://") + 3);
@@ -247,13 +259,16 @@ Result<NotifyConfig> ParseNotifyConfig(const ConfigNode& s, const EnvironmentLoo
       if (!r.secret.empty()) r.redact.push_back(r.secret);
       ANXIN_ASSIGN_OR_RETURN(std::string format, n.Get<std::string>("format", "card"));
       if (format != "card" && format != "text") {
-        return std::unexpected(n.Child("format")->MakeError("expected card or text, got '" + format + "'"));
+        return std::unexpected(
+            n.Child("format")->MakeError("expected card or text, got '" + format + "'"));
       }
       r.card = format == "card";
     } else if (n.Has("secret") || n.Has("secret_file") || n.Has("secret_env") || n.Has("format")) {
-      return std::unexpected(n.MakeError("secret and format apply to feishu and lark receivers only"));
+      return std::unexpected(
+          n.MakeError("secret and format apply to feishu and lark receivers only"));
     }
-    ANXIN_ASSIGN_OR_RETURN(r.templates.title, n.Get<std::string>("title_template", r.templates.title));
+    ANXIN_ASSIGN_OR_RETURN(r.templates.title,
+                           n.Get<std::string>("title_template", r.templates.title));
     ANXIN_ASSIGN_OR_RETURN(r.templates.alert, n.Get<std::string>("alert_template", ""));
     c.receivers.push_back(std::move(r));
   }
@@ -264,7 +279,8 @@ Result<NotifyConfig> ParseNotifyConfig(const ConfigNode& s, const EnvironmentLoo
     return Ok();
   };
   ANXIN_ASSIGN_OR_RETURN(c.default_receivers, StringList(s, "default_receivers"));
-  if (s.Has("default_receivers")) ANXIN_TRY(check_names(*s.Child("default_receivers"), c.default_receivers));
+  if (s.Has("default_receivers"))
+    ANXIN_TRY(check_names(*s.Child("default_receivers"), c.default_receivers));
   if (auto routes = s.Find("routes")) {
     ANXIN_ASSIGN_OR_RETURN(auto rl, routes->Elements());
     for (const ConfigNode& n : rl) {
@@ -283,7 +299,8 @@ Result<NotifyConfig> ParseNotifyConfig(const ConfigNode& s, const EnvironmentLoo
     }
   }
   if (c.routes.empty() && c.default_receivers.empty()) {
-    return std::unexpected(s.MakeError("nothing would be delivered: add routes or default_receivers"));
+    return std::unexpected(
+        s.MakeError("nothing would be delivered: add routes or default_receivers"));
   }
   return c;
 }

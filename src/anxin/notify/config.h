@@ -55,48 +55,48 @@ struct Templates {
 };
 
 struct ReceiverConfig {
-  std::string name;
+  std::string name{};
   ReceiverType type = ReceiverType::kWebhook;
-  std::string url;     // feishu, lark, webhook (secret when from url_file/url_env)
-  std::string secret;  // feishu, lark signing secret; "" = unsigned bot
-  std::string path;    // file
-  bool card = true;    // feishu, lark: interactive card (else plain text)
-  Templates templates;
+  std::string url{};     // feishu, lark, webhook (secret when from url_file/url_env)
+  std::string secret{};  // feishu, lark signing secret; "" = unsigned bot
+  std::string path{};    // file
+  bool card = true;      // feishu, lark: interactive card (else plain text)
+  Templates templates{};
   // Strings to hide in anything printed: the secret and the URL's token.
-  std::vector<std::string> redact;
+  std::vector<std::string> redact{};
 };
 
 struct Matcher {
   enum class Op { kEqual, kNotEqual, kRegex, kNotRegex };
-  std::string label;
+  std::string label{};
   Op op = Op::kEqual;
-  std::string value;
-  std::regex regex;  // kRegex, kNotRegex: anchored at both ends
+  std::string value{};
+  std::regex regex{};  // kRegex, kNotRegex: anchored at both ends
   bool Matches(const LabelSet& labels) const;
 };
 // `name="value"`, `name!="value"`, `name=~"regex"`, `name!~"regex"`.
 Result<Matcher> ParseMatcher(std::string_view text);
 
 struct RouteConfig {
-  std::vector<Matcher> matchers;  // all must match
-  std::vector<std::string> receivers;
+  std::vector<Matcher> matchers{};  // all must match
+  std::vector<std::string> receivers{};
   bool continue_matching = false;  // `continue: true`
 };
 
 struct NotifyConfig {
-  std::vector<ReceiverConfig> receivers;
-  std::vector<RouteConfig> routes;
-  std::vector<std::string> default_receivers;  // when no route matches
+  std::vector<ReceiverConfig> receivers{};
+  std::vector<RouteConfig> routes{};
+  std::vector<std::string> default_receivers{};  // when no route matches
   std::string time_zone = "UTC";
-  std::string dashboard_url;   // a link on every card; "" = none
-  std::string prometheus_url;  // likewise; each alert's generatorURL is linked too
+  std::string dashboard_url{};   // a link on every card; "" = none
+  std::string prometheus_url{};  // likewise; each alert's generatorURL is linked too
   uint64_t spool_max_bytes = 256ull << 20;
   double backoff_initial_s = 1;
   double backoff_max_s = 300;
-  int rate_per_second = 5;   // per bot
+  int rate_per_second = 5;    // per bot
   int rate_per_minute = 100;  // per bot
   double send_timeout_s = 10;
-  ParseLimits limits;
+  ParseLimits limits{};
 
   const ReceiverConfig* Find(std::string_view name) const;
   // Receivers (indices into `receivers`) for an alert with these labels, in

@@ -32,7 +32,7 @@ TEST(NotifyConfig, RoutesByMatchersWithContinueAndDefault) {
   auto c = Parse(R"(
 receivers:
   - {name: oncall, type: feishu, url: "https://open.feishu.cn/open-apis/bot/v2/hook/tok-123456", secret_file: )" +
-                 secret + R"(}
+                     secret + R"(}
   - {name: infra, type: lark, url_env: HOOK, secret_env: SECRET, format: text}
   - {name: audit, type: file, path: /tmp/a.jsonl}
 routes:
@@ -55,12 +55,16 @@ time_zone: Asia/Shanghai
     for (size_t i : c->Route(labels)) out += c->receivers[i].name + ",";
     return out;
   };
-  EXPECT_EQ(names({{"severity", "critical"}, {"node", "gpu-1"}, {"alertname", "Hot"}}), "oncall,infra,");
+  EXPECT_EQ(names({{"severity", "critical"}, {"node", "gpu-1"}, {"alertname", "Hot"}}),
+            "oncall,infra,");
   EXPECT_EQ(names({{"severity", "warning"}, {"node", "gpu-1"}, {"alertname", "Hot"}}), "infra,");
-  EXPECT_EQ(names({{"severity", "warning"}, {"node", "gpu-1"}, {"alertname", "Watchdog"}}), "audit,");
+  EXPECT_EQ(names({{"severity", "warning"}, {"node", "gpu-1"}, {"alertname", "Watchdog"}}),
+            "audit,");
   EXPECT_EQ(names({{"node", "cpu-1"}}), "audit,");
   // Secrets and bot tokens are redacted from anything printed.
-  const std::string leak = "POST https://open.feishu.cn/open-apis/bot/v2/hook/tok-123456 s3cr3t-value env-secret-1 lark-abcdef";
+  const std::string leak =
+      "POST https://open.feishu.cn/open-apis/bot/v2/hook/tok-123456 s3cr3t-value env-secret-1 "
+      "lark-abcdef";
   const std::string clean = c->Redact(leak);
   EXPECT_THAT(clean, Not(HasSubstr("tok-123456")));
   EXPECT_THAT(clean, Not(HasSubstr("s3cr3t-value")));

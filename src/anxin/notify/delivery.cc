@@ -12,6 +12,7 @@
 #include <cstring>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <random>
 
 #include "anxin/base/http.h"
@@ -78,10 +79,14 @@ class HttpSink : public Sink {
  public:
   HttpSink(const ReceiverConfig& r, HttpClient client, std::string path,
            std::function<int64_t()> now_s)
-      : receiver_(r), client_(std::move(client)), path_(std::move(path)), now_s_(std::move(now_s)) {}
+      : receiver_(r),
+        client_(std::move(client)),
+        path_(std::move(path)),
+        now_s_(std::move(now_s)) {}
 
   SendResult Send(const SpoolMessage& m) override {
-    const bool bot = receiver_.type == ReceiverType::kFeishu || receiver_.type == ReceiverType::kLark;
+    const bool bot =
+        receiver_.type == ReceiverType::kFeishu || receiver_.type == ReceiverType::kLark;
     if (!bot) return Post(m.body, false);
     SendResult r = Post(Signed(m.body), true);
     if (r.kind == SendResult::Kind::kRejected && r.detail.starts_with("code 9499") &&
@@ -201,8 +206,8 @@ std::string FeishuSign(int64_t timestamp, const std::string& secret) {
   static const unsigned char kEmpty[1] = {0};
   HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()), kEmpty, 0, mac, &len);
   std::string out(4 * ((len + 2) / 3) + 1, '\0');
-  const int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()), mac,
-                                static_cast<int>(len));
+  const int n =
+      EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()), mac, static_cast<int>(len));
   out.resize(static_cast<size_t>(n));
   return out;
 }
@@ -212,9 +217,9 @@ Result<std::unique_ptr<Sink>> MakeSink(const ReceiverConfig& r, double timeout_s
   if (r.type == ReceiverType::kFile) return std::unique_ptr<Sink>(new FileSink(r.path));
   ANXIN_ASSIGN_OR_RETURN(auto parts, SplitUrl(r.url));
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
-  auto client = HttpClient::ForUrl(parts.first, {.connect_timeout = std::min(
-                                                     timeout, std::chrono::milliseconds(5000)),
-                                                 .timeout = timeout});
+  auto client = HttpClient::ForUrl(
+      parts.first,
+      {.connect_timeout = std::min(timeout, std::chrono::milliseconds(5000)), .timeout = timeout});
   if (!client) {
     return InvalidArgument("receiver '" + r.name + "': bad URL (" + client.error().message() + ")");
   }
@@ -237,16 +242,18 @@ void RateLimiter::BlockUntil(Clock::time_point t) { blocked_until_ = std::max(bl
 
 Result<DeliveryMetrics> DeliveryMetrics::Register(monitor::Registry& registry) {
   DeliveryMetrics m;
-  ANXIN_ASSIGN_OR_RETURN(m.sent, registry.AddCounter("anxin_notify_sent_messages_total",
-                                                     "Messages a receiver accepted.", {"receiver"}));
+  ANXIN_ASSIGN_OR_RETURN(m.sent,
+                         registry.AddCounter("anxin_notify_sent_messages_total",
+                                             "Messages a receiver accepted.", {"receiver"}));
+  ANXIN_ASSIGN_OR_RETURN(m.retried,
+                         registry.AddCounter("anxin_notify_retried_messages_total",
+                                             "Send attempts that will be retried, by reason "
+                                             "(rate_limited, server_error, unreachable).",
+                                             {"receiver", "reason"}));
   ANXIN_ASSIGN_OR_RETURN(
-      m.retried, registry.AddCounter("anxin_notify_retried_messages_total",
-                                     "Send attempts that will be retried, by reason "
-                                     "(rate_limited, server_error, unreachable).",
-                                     {"receiver", "reason"}));
-  ANXIN_ASSIGN_OR_RETURN(
-      m.failed, registry.AddCounter("anxin_notify_failed_messages_total",
-                                    "Messages a receiver rejected for good (dropped).", {"receiver"}));
+      m.failed,
+      registry.AddCounter("anxin_notify_failed_messages_total",
+                          "Messages a receiver rejected for good (dropped).", {"receiver"}));
   return m;
 }
 
@@ -278,7 +285,8 @@ Status Dispatcher::Start() {
     } else {
       ANXIN_ASSIGN_OR_RETURN(w->sink, MakeSink(*w->receiver, config_.send_timeout_s));
     }
-    w->limited = w->receiver->type == ReceiverType::kFeishu || w->receiver->type == ReceiverType::kLark;
+    w->limited =
+        w->receiver->type == ReceiverType::kFeishu || w->receiver->type == ReceiverType::kLark;
     w->limiter = RateLimiter(config_.rate_per_second, config_.rate_per_minute);
     workers_.push_back(std::move(w));
   }
@@ -327,7 +335,18 @@ void Dispatcher::Run(Worker& w) {
     std::lock_guard lock(w.mu);
     return w.stop;
   };
+  // A message sent whose deletion failed (a full disk): never sent again by
+  // this process; the deletion is retried first.
+  std::optional<int64_t> undeleted;
   while (!stopping()) {
+    if (undeleted) {
+      if (auto st = spool_.Delete(*undeleted); !st) {
+        spdlog::error("notify: receiver '{}': {}", name, st.error().message());
+        if (!sleep(std::chrono::seconds(1))) break;
+        continue;
+      }
+      undeleted.reset();
+    }
     auto head = spool_.Head(name);
     if (!head) {
       spdlog::error("notify: receiver '{}': {}", name, head.error().message());
@@ -359,11 +378,13 @@ void Dispatcher::Run(Worker& w) {
     switch (r.kind) {
       case SendResult::Kind::kDelivered:
         st = spool_.Delete(m.id);
+        if (!st) undeleted = m.id;
         metrics_.sent->WithLabels({name}).Inc();
         spdlog::debug("notify: receiver '{}' took message {}", name, m.id);
         break;
       case SendResult::Kind::kRejected:
         st = spool_.Delete(m.id);
+        if (!st) undeleted = m.id;
         metrics_.failed->WithLabels({name}).Inc();
         spdlog::error("notify: receiver '{}' rejected message {} (group {}): {}; dropped it", name,
                       m.id, m.group_key, detail);
@@ -371,16 +392,17 @@ void Dispatcher::Run(Worker& w) {
       case SendResult::Kind::kRateLimited:
       case SendResult::Kind::kRetry: {
         const bool limited = r.kind == SendResult::Kind::kRateLimited;
-        double delay = std::min(config_.backoff_max_s,
-                                config_.backoff_initial_s * std::pow(2.0, std::min(m.attempts, 30)));
+        double delay = std::min(config_.backoff_max_s, config_.backoff_initial_s *
+                                                           std::pow(2.0, std::min(m.attempts, 30)));
         // Full jitter over the upper half keeps retries of many receivers apart.
         delay *= std::uniform_real_distribution<double>(0.5, 1.0)(w.rng);
         if (r.retry_after_s > 0) delay = std::max(delay, r.retry_after_s);
         if (limited) {
           if (r.retry_after_s <= 0) delay = std::max(delay, 1.0);
-          w.limiter.BlockUntil(Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(delay * 1000)));
+          w.limiter.BlockUntil(Clock::now() +
+                               std::chrono::milliseconds(static_cast<int64_t>(delay * 1000)));
         }
-        const char* reason = limited ? "rate_limited"
+        const char* reason = limited                        ? "rate_limited"
                              : r.detail.starts_with("HTTP") ? "server_error"
                                                             : "unreachable";
         metrics_.retried->WithLabels({name, reason}).Inc();

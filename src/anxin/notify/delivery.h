@@ -54,8 +54,8 @@ std::string FeishuSign(int64_t timestamp, const std::string& secret);
 struct SendResult {
   enum class Kind { kDelivered, kRetry, kRateLimited, kRejected };
   Kind kind = Kind::kRetry;
-  std::string detail;         // why, for the log (secrets removed)
-  double retry_after_s = 0;   // kRateLimited: what the server asked for; 0 = not said
+  std::string detail{};      // why, for the log (secrets removed)
+  double retry_after_s = 0;  // kRateLimited: what the server asked for; 0 = not said
 };
 
 class Sink {
@@ -81,7 +81,7 @@ class RateLimiter {
 
  private:
   int per_second_, per_minute_;
-  std::deque<Clock::time_point> sent_;  // the last minute's sends
+  std::deque<Clock::time_point> sent_{};  // the last minute's sends
   Clock::time_point blocked_until_{};
 };
 
@@ -114,8 +114,8 @@ class Dispatcher {
   const NotifyConfig& config_;
   Spool& spool_;
   DeliveryMetrics metrics_;
-  std::vector<std::unique_ptr<Sink>> given_sinks_;
-  std::vector<std::unique_ptr<Worker>> workers_;
+  std::vector<std::unique_ptr<Sink>> given_sinks_{};
+  std::vector<std::unique_ptr<Worker>> workers_{};
 };
 
 }  // namespace anxin::notify

@@ -80,7 +80,8 @@ std::string AlertText(const Alert& a, const RenderOptions& o, bool markdown) {
   const std::string dev = DeviceOf(a);
   if (!dev.empty()) out += "   " + bold("Device:") + " " + Clip(dev, 200);
   out += "\n" + bold("Since:") + " " + o.time_zone.Format(a.starts_at);
-  if (!a.firing() && a.ends_at > 0) out += "\n" + bold("Resolved:") + " " + o.time_zone.Format(a.ends_at);
+  if (!a.firing() && a.ends_at > 0)
+    out += "\n" + bold("Resolved:") + " " + o.time_zone.Format(a.ends_at);
   const std::string summary = a.Annotation("summary");
   if (!summary.empty()) out += "\n" + bold("Summary:") + " " + Clip(summary);
   const std::string description = a.Annotation("description");
@@ -101,7 +102,9 @@ std::string MoreLine(size_t n) {
   return fmt::format("+{} more alert{} not shown (see Alertmanager)", n, n == 1 ? "" : "s");
 }
 
-size_t JsonSize(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace).size(); }
+size_t JsonSize(const json& j) {
+  return j.dump(-1, ' ', false, json::error_handler_t::replace).size();
+}
 
 }  // namespace
 
@@ -176,24 +179,27 @@ Rendered RenderBot(const std::vector<Alert>& alerts, const Templates& templates,
 
   // Text form: lines, folded by size.
   {
-    json base = {{"msg_type", "text"}, {"content", {{"text", title + "\n"}}}};
+    std::string links;
+    if (!o.dashboard_url.empty()) links += "\nDashboard: " + o.dashboard_url;
+    if (!o.prometheus_url.empty()) links += "\nPrometheus: " + o.prometheus_url;
+    // The message without alerts but with the longest "+N more" line.
+    const json base = {{"msg_type", "text"},
+                       {"content", {{"text", title + "\n\n" + MoreLine(alerts.size()) + links}}}};
     size_t budget = o.max_body_bytes - std::min(o.max_body_bytes, JsonSize(base) + 100);
     std::string text = title;
     size_t shown = 0;
     for (const auto& a : alerts) {
       std::string part = "\n\n" + OneAlert(a, templates, o, false);
-      size_t cost = json(part).dump(-1, ' ', false, json::error_handler_t::replace).size() - 2;
+      const size_t cost = JsonSize(json(part)) - 2;
       if (cost > budget && shown > 0) break;
       budget -= std::min(budget, cost);
       text += part;
       ++shown;
     }
     if (shown < alerts.size()) text += "\n\n" + MoreLine(alerts.size() - shown);
-    std::vector<std::string> links;
-    if (!o.dashboard_url.empty()) links.push_back("Dashboard: " + o.dashboard_url);
-    if (!o.prometheus_url.empty()) links.push_back("Prometheus: " + o.prometheus_url);
-    for (const auto& l : links) text += "\n" + l;
-    r.fallback = json{{"msg_type", "text"}, {"content", {{"text", text}}}}.dump(-1, ' ', false, json::error_handler_t::replace);
+    text += links;
+    r.fallback = json{{"msg_type", "text"}, {"content", {{"text", text}}}}.dump(
+        -1, ' ', false, json::error_handler_t::replace);
     if (!card) {
       r.body = r.fallback;
       r.shown = shown;
@@ -217,8 +223,9 @@ Rendered RenderBot(const std::vector<Alert>& alerts, const Templates& templates,
   if (!actions.empty()) tail.push_back({{"tag", "action"}, {"actions", actions}});
   json more_el = {{"tag", "note"},
                   {"elements", {{{"tag", "plain_text"}, {"content", MoreLine(alerts.size())}}}}};
-  json base = {{"msg_type", "interactive"},
-               {"card", {{"config", {{"wide_screen_mode", true}}}, {"header", header}, {"elements", tail}}}};
+  json base = {
+      {"msg_type", "interactive"},
+      {"card", {{"config", {{"wide_screen_mode", true}}}, {"header", header}, {"elements", tail}}}};
   size_t fixed = JsonSize(base) + JsonSize(more_el) + 2 + 100;
   size_t budget = o.max_body_bytes - std::min(o.max_body_bytes, fixed);
   json elements = json::array();
@@ -234,9 +241,9 @@ Rendered RenderBot(const std::vector<Alert>& alerts, const Templates& templates,
     ++shown;
   }
   if (shown < alerts.size()) {
-    elements.push_back({{"tag", "note"},
-                        {"elements",
-                         {{{"tag", "plain_text"}, {"content", MoreLine(alerts.size() - shown)}}}}});
+    elements.push_back(
+        {{"tag", "note"},
+         {"elements", {{{"tag", "plain_text"}, {"content", MoreLine(alerts.size() - shown)}}}}});
   }
   for (auto& t : tail) elements.push_back(std::move(t));
   base["card"]["elements"] = std::move(elements);

@@ -34,19 +34,19 @@
 namespace anxin::notify {
 
 struct RenderOptions {
-  TimeZone time_zone;
-  std::string dashboard_url;
-  std::string prometheus_url;
+  TimeZone time_zone{};
+  std::string dashboard_url{};
+  std::string prometheus_url{};
   // Feishu/Lark take 20 KB; the timestamp and signature added when sending
   // need about 100 bytes more.
   size_t max_body_bytes = 19 * 1024;
 };
 
 struct Rendered {
-  std::string body;      // what is sent (JSON)
-  std::string fallback;  // bots: the plain-text form; "" for other kinds
-  size_t shown = 0;      // alerts in the message
-  size_t folded = 0;     // alerts summed up in the "+N more" line
+  std::string body{};      // what is sent (JSON)
+  std::string fallback{};  // bots: the plain-text form; "" for other kinds
+  size_t shown = 0;        // alerts in the message
+  size_t folded = 0;       // alerts summed up in the "+N more" line
 };
 
 // The label that names an alert's node and its device: the first present

@@ -57,14 +57,16 @@ TEST(RenderBot, CardNamesNodeDeviceTimeAndLinks) {
 
 TEST(RenderBot, HeaderColourFollowsSeverityAndResolved) {
   auto colour = [](std::vector<Alert> alerts) {
-    return json::parse(RenderBot(alerts, Templates{}, true, Options()).body)["card"]["header"]["template"]
+    return json::parse(
+               RenderBot(alerts, Templates{}, true, Options()).body)["card"]["header"]["template"]
         .get<std::string>();
   };
   EXPECT_EQ(colour({MakeAlert(1, "warning")}), "orange");
   EXPECT_EQ(colour({MakeAlert(1, "info")}), "blue");
   EXPECT_EQ(colour({MakeAlert(1, "warning"), MakeAlert(2, "critical")}), "red");
   EXPECT_EQ(colour({MakeAlert(1, "critical", "resolved")}), "green");
-  Rendered resolved = RenderBot({MakeAlert(1, "critical", "resolved")}, Templates{}, true, Options());
+  Rendered resolved =
+      RenderBot({MakeAlert(1, "critical", "resolved")}, Templates{}, true, Options());
   EXPECT_THAT(resolved.body, HasSubstr("[RESOLVED]"));
   EXPECT_THAT(resolved.body, HasSubstr("**Resolved:** 2026-12-02 21:38:50 +08:00"));
 }
@@ -92,16 +94,19 @@ TEST(RenderBot, FoldsWhatDoesNotFitIntoMore) {
 TEST(RenderBot, TemplatesOverrideTitleAndAlert) {
   Templates t;
   t.title = "{{severity}} on {{node}}";
-  t.alert = "{{alertname}} dev={{device}} at {{starts_at}} ({{labels.severity}}) {{annotations.summary}}";
+  t.alert =
+      "{{alertname}} dev={{device}} at {{starts_at}} ({{labels.severity}}) {{annotations.summary}}";
   Rendered r = RenderBot({MakeAlert(5)}, t, false, Options());
   const std::string text = json::parse(r.body)["content"]["text"];
   EXPECT_THAT(text, HasSubstr("critical on gpu-07"));
-  EXPECT_THAT(text, HasSubstr("NpuOverTemp dev=5 at 2026-12-02 21:28:50 +08:00 (critical) NPU 5 at 91 C"));
+  EXPECT_THAT(
+      text, HasSubstr("NpuOverTemp dev=5 at 2026-12-02 21:28:50 +08:00 (critical) NPU 5 at 91 C"));
   EXPECT_THAT(text, Not(HasSubstr("Since:")));
 }
 
 TEST(RenderJson, CarriesEverything) {
-  Rendered r = RenderJson({MakeAlert(2), MakeAlert(4, "critical", "resolved")}, "audit", "g1", Options());
+  Rendered r =
+      RenderJson({MakeAlert(2), MakeAlert(4, "critical", "resolved")}, "audit", "g1", Options());
   json j = json::parse(r.body);
   EXPECT_EQ(j["receiver"], "audit");
   EXPECT_EQ(j["status"], "firing");

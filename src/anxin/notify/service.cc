@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <mutex>
+#include <nlohmann/json.hpp>
 
 #include "anxin/base/http.h"
 #include "anxin/notify/alert.h"
@@ -36,22 +37,23 @@ struct Service::Impl {
   uint64_t dropped_seen = 0, commits_seen = 0;  // under the registry's writer lock
 
   Status RegisterMetrics() {
-    ANXIN_ASSIGN_OR_RETURN(auto* r, registry.AddCounter("anxin_notify_received_alerts_total",
-                                                        "Alerts in webhooks that were accepted.", {}));
+    ANXIN_ASSIGN_OR_RETURN(auto* r,
+                           registry.AddCounter("anxin_notify_received_alerts_total",
+                                               "Alerts in webhooks that were accepted.", {}));
     received = &r->WithLabels(std::span<const std::string>{});
     ANXIN_ASSIGN_OR_RETURN(
-        auto* d, registry.AddCounter("anxin_notify_deduplicated_alerts_total",
-                                     "Alerts already delivered in the same state (not sent again).",
-                                     {}));
+        auto* d,
+        registry.AddCounter("anxin_notify_deduplicated_alerts_total",
+                            "Alerts already delivered in the same state (not sent again).", {}));
     deduplicated = &d->WithLabels(std::span<const std::string>{});
     ANXIN_ASSIGN_OR_RETURN(auto* s, registry.AddCounter("anxin_notify_stored_messages_total",
                                                         "Messages written to the spool.", {}));
     stored = &s->WithLabels(std::span<const std::string>{});
-    ANXIN_ASSIGN_OR_RETURN(
-        rejected, registry.AddCounter("anxin_notify_rejected_requests_total",
-                                      "Webhook requests answered with an error, by reason "
-                                      "(malformed, too_large, spool).",
-                                      {"reason"}));
+    ANXIN_ASSIGN_OR_RETURN(rejected,
+                           registry.AddCounter("anxin_notify_rejected_requests_total",
+                                               "Webhook requests answered with an error, by reason "
+                                               "(malformed, too_large, spool).",
+                                               {"reason"}));
     for (const char* reason : {"malformed", "too_large", "spool"}) rejected->WithLabels({reason});
     ANXIN_ASSIGN_OR_RETURN(auto* g, registry.AddGauge("anxin_notify_spool_messages",
                                                       "Messages waiting in the spool.", {}));
@@ -60,11 +62,13 @@ struct Service::Impl {
                                                        "Bytes of the messages in the spool.", {}));
     depth_bytes = &gb->WithLabels(std::span<const std::string>{});
     ANXIN_ASSIGN_OR_RETURN(
-        auto* dr, registry.AddCounter("anxin_notify_spool_dropped_messages_total",
-                                      "Oldest messages dropped to keep the spool under its cap.", {}));
+        auto* dr,
+        registry.AddCounter("anxin_notify_spool_dropped_messages_total",
+                            "Oldest messages dropped to keep the spool under its cap.", {}));
     dropped = &dr->WithLabels(std::span<const std::string>{});
-    ANXIN_ASSIGN_OR_RETURN(auto* c, registry.AddCounter("anxin_notify_spool_commits_total",
-                                                        "Spool transactions committed (fsyncs).", {}));
+    ANXIN_ASSIGN_OR_RETURN(auto* c,
+                           registry.AddCounter("anxin_notify_spool_commits_total",
+                                               "Spool transactions committed (fsyncs).", {}));
     commits = &c->WithLabels(std::span<const std::string>{});
     registry.AddCollectHook([this] {
       depth->Set(static_cast<double>(spool->messages()));
@@ -82,7 +86,8 @@ struct Service::Impl {
     rejected->WithLabels({reason}).Inc();
     spdlog::warn("notify: webhook answered {}: {}", status, config.Redact(message));
     nlohmann::json j = {{"status", "error"}, {"error", config.Redact(message)}};
-    return HttpResponse::Json(status, j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+    return HttpResponse::Json(status,
+                              j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
   }
 
   HttpResponse Webhook(const HttpRequest& req) {
@@ -181,8 +186,8 @@ Result<std::unique_ptr<Service>> Service::Start(NotifyConfig config, ServiceOpti
     return r;
   });
   i.server->Get("/healthz", [raw](const HttpRequest&) {
-    return HttpResponse::Json(200, fmt::format(R"({{"status":"ok","spool_messages":{}}})",
-                                               raw->spool->messages()));
+    return HttpResponse::Json(
+        200, fmt::format(R"({{"status":"ok","spool_messages":{}}})", raw->spool->messages()));
   });
   ANXIN_TRY(i.server->Start());
   spdlog::info("notify: listening on {} (POST /webhook), spool {} with {} messages waiting",

@@ -40,7 +40,7 @@ inline constexpr int kDefaultPort = 9795;
 struct ServiceOptions {
   std::string host = "127.0.0.1";
   int port = kDefaultPort;  // 0: any free port (see Service::port)
-  std::string spool_dir;
+  std::string spool_dir{};
   int threads = 16;  // HTTP workers: concurrent webhooks share one fsync
 };
 
@@ -59,7 +59,7 @@ class Service {
  private:
   struct Impl;
   explicit Service(std::unique_ptr<Impl> impl);
-  std::unique_ptr<Impl> impl_;
+  std::unique_ptr<Impl> impl_{};
 };
 
 }  // namespace anxin::notify

@@ -145,7 +145,8 @@ struct Spool::Impl : SpoolTx {
     if (!row) return AlertState{};
     return AlertState{get_state.Text(0), get_state.Int(1)};
   }
-  Status SetState(const std::string& receiver, const std::string& fp, const AlertState& s) override {
+  Status SetState(const std::string& receiver, const std::string& fp,
+                  const AlertState& s) override {
     ResetOnExit r{set_state};
     set_state.Bind(1, receiver).Bind(2, fp).Bind(3, s.status).Bind(4, s.starts_at).Bind(5, NowMs());
     ANXIN_TRY(set_state.Step("write alert state"));
@@ -153,7 +154,11 @@ struct Spool::Impl : SpoolTx {
   }
   Status Enqueue(const SpoolMessage& m) override {
     ResetOnExit r{insert};
-    insert.Bind(1, m.receiver).Bind(2, m.group_key).Bind(3, m.body).Bind(4, m.fallback).Bind(5, NowMs());
+    insert.Bind(1, m.receiver)
+        .Bind(2, m.group_key)
+        .Bind(3, m.body)
+        .Bind(4, m.fallback)
+        .Bind(5, NowMs());
     ANXIN_TRY(insert.Step("store message"));
     tx_messages += 1;
     tx_bytes += static_cast<int64_t>(m.body.size() + m.fallback.size());
@@ -168,9 +173,10 @@ struct Spool::Impl : SpoolTx {
       if (!row) break;
       const int64_t id = oldest.Int(0);
       const int64_t size = oldest.Int(3);
-      spdlog::warn("notify spool over its cap of {} bytes: dropped the oldest message (id {}, "
-                   "receiver '{}', group {}, {} attempts)",
-                   options.max_bytes, id, oldest.Text(1), oldest.Text(2), oldest.Int(4));
+      spdlog::warn(
+          "notify spool over its cap of {} bytes: dropped the oldest message (id {}, "
+          "receiver '{}', group {}, {} attempts)",
+          options.max_bytes, id, oldest.Text(1), oldest.Text(2), oldest.Int(4));
       {
         ResetOnExit rd{del};
         del.Bind(1, id);
@@ -225,7 +231,9 @@ struct Spool::Impl : SpoolTx {
             // Forget alert states not touched for a week.
             ResetOnExit r{prune};
             prune.Bind(1, NowMs() - 7 * 86400 * 1000LL);
-            commit = prune.Step("prune alert states").transform([](bool) {});
+            if (auto pruned = prune.Step("prune alert states"); !pruned) {
+              commit = std::unexpected(pruned.error());
+            }
           }
           if (commit) commit = Exec("COMMIT");
           if (!commit) {
@@ -254,15 +262,16 @@ Result<std::unique_ptr<Spool>> Spool::Open(const std::string& dir, SpoolOptions 
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) {
-    return std::unexpected(Error(ec == std::errc::permission_denied ? ErrorCode::kPermissionDenied
-                                                                    : ErrorCode::kUnavailable,
-                                 "spool: cannot create directory " + dir + ": " + ec.message()));
+    return std::unexpected(Error(
+        ec == std::errc::permission_denied ? ErrorCode::kPermissionDenied : ErrorCode::kUnavailable,
+        "spool: cannot create directory " + dir + ": " + ec.message()));
   }
   auto impl = std::make_unique<Impl>();
   impl->options = options;
   const std::string path = dir + "/spool.db";
-  int rc = sqlite3_open_v2(path.c_str(), &impl->db,
-                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
+  int rc =
+      sqlite3_open_v2(path.c_str(), &impl->db,
+                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
   if (rc != SQLITE_OK) return SqlError(impl->db, rc, "open " + path);
   sqlite3_busy_timeout(impl->db, 5000);
   ANXIN_TRY(impl->Exec("PRAGMA journal_mode=WAL"));
@@ -280,17 +289,18 @@ Result<std::unique_ptr<Spool>> Spool::Open(const std::string& dir, SpoolOptions 
   auto& i = *impl;
   ANXIN_TRY(i.get_state.Prepare(
       i.db, "SELECT status, starts_at FROM alert_state WHERE receiver=?1 AND fingerprint=?2"));
-  ANXIN_TRY(i.set_state.Prepare(
-      i.db, "INSERT OR REPLACE INTO alert_state VALUES(?1, ?2, ?3, ?4, ?5)"));
-  ANXIN_TRY(i.insert.Prepare(i.db,
-                             "INSERT INTO messages(receiver, group_key, body, fallback, accepted_ms)"
-                             " VALUES(?1, ?2, ?3, ?4, ?5)"));
+  ANXIN_TRY(
+      i.set_state.Prepare(i.db, "INSERT OR REPLACE INTO alert_state VALUES(?1, ?2, ?3, ?4, ?5)"));
+  ANXIN_TRY(
+      i.insert.Prepare(i.db,
+                       "INSERT INTO messages(receiver, group_key, body, fallback, accepted_ms)"
+                       " VALUES(?1, ?2, ?3, ?4, ?5)"));
   ANXIN_TRY(i.head.Prepare(i.db,
                            "SELECT id, receiver, group_key, body, fallback, attempts, "
                            "next_attempt_ms FROM messages WHERE receiver=?1 ORDER BY id LIMIT 1"));
   ANXIN_TRY(i.del.Prepare(i.db, "DELETE FROM messages WHERE id=?1"));
-  ANXIN_TRY(i.resched.Prepare(
-      i.db, "UPDATE messages SET attempts=?2, next_attempt_ms=?3 WHERE id=?1"));
+  ANXIN_TRY(
+      i.resched.Prepare(i.db, "UPDATE messages SET attempts=?2, next_attempt_ms=?3 WHERE id=?1"));
   ANXIN_TRY(i.oldest.Prepare(i.db,
                              "SELECT id, receiver, group_key, length(body) + length(fallback), "
                              "attempts FROM messages ORDER BY id LIMIT 1"));

@@ -41,16 +41,16 @@ namespace anxin::notify {
 
 struct SpoolMessage {
   int64_t id = 0;  // ascending in acceptance order
-  std::string receiver;
-  std::string group_key;
-  std::string body;
-  std::string fallback;
+  std::string receiver{};
+  std::string group_key{};
+  std::string body{};
+  std::string fallback{};
   int attempts = 0;
   int64_t next_attempt_ms = 0;  // unix milliseconds; 0 = now
 };
 
 struct AlertState {
-  std::string status;  // "" = never delivered to this receiver
+  std::string status{};  // "" = never delivered to this receiver
   int64_t starts_at = 0;
 };
 
@@ -95,7 +95,7 @@ class Spool {
  private:
   struct Impl;
   explicit Spool(std::unique_ptr<Impl> impl);
-  std::unique_ptr<Impl> impl_;
+  std::unique_ptr<Impl> impl_{};
 };
 
 }  // namespace anxin::notify

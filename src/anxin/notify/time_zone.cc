@@ -78,7 +78,8 @@ Result<TimeZone> TimeZone::FromTzif(std::string_view name, std::string_view d) {
   int time_size = 4;
   if (d[4] >= '2') {
     // Skip the 32-bit block; the 64-bit one follows with a header of its own.
-    const uint64_t v1 = uint64_t{c[3]} * 5 + uint64_t{c[4]} * 6 + c[5] + uint64_t{c[2]} * 8 + c[1] + c[0];
+    const uint64_t v1 =
+        uint64_t{c[3]} * 5 + uint64_t{c[4]} * 6 + c[5] + uint64_t{c[2]} * 8 + c[1] + c[0];
     if (at + v1 + 44 > d.size()) return corrupt("truncated");
     at += v1;
     if (d.substr(at, 4) != "TZif") return corrupt("no second header");
@@ -87,15 +88,16 @@ Result<TimeZone> TimeZone::FromTzif(std::string_view name, std::string_view d) {
     time_size = 8;
   }
   const uint32_t timecnt = c[3], typecnt = c[4], charcnt = c[5];
-  if (typecnt == 0 || typecnt > 256 || timecnt > 100000 || charcnt > 10000) return corrupt("counts");
+  if (typecnt == 0 || typecnt > 256 || timecnt > 100000 || charcnt > 10000)
+    return corrupt("counts");
   const uint64_t need = uint64_t{timecnt} * (time_size + 1) + uint64_t{typecnt} * 6 + charcnt;
   if (at + need > d.size()) return corrupt("truncated");
   TimeZone tz;
   tz.name_ = std::string(name);
   tz.transitions_.resize(timecnt);
   for (uint32_t i = 0; i < timecnt; ++i) {
-    tz.transitions_[i] = time_size == 8 ? Be64(d, at + 8 * i)
-                                        : static_cast<int32_t>(Be32(d, at + 4 * i));
+    tz.transitions_[i] =
+        time_size == 8 ? Be64(d, at + 8 * i) : static_cast<int32_t>(Be32(d, at + 4 * i));
     if (i > 0 && tz.transitions_[i] <= tz.transitions_[i - 1]) return corrupt("unordered");
   }
   at += size_t{timecnt} * time_size;
@@ -123,7 +125,8 @@ int TimeZone::OffsetAt(int64_t t, std::string* abbreviation) const {
   size_t type = 0;
   if (!transitions_.empty()) {
     auto it = std::upper_bound(transitions_.begin(), transitions_.end(), t);
-    if (it != transitions_.begin()) type = transition_type_[static_cast<size_t>(it - transitions_.begin() - 1)];
+    if (it != transitions_.begin())
+      type = transition_type_[static_cast<size_t>(it - transitions_.begin() - 1)];
   }
   if (abbreviation) *abbreviation = types_[type].abbreviation;
   return types_[type].offset;
