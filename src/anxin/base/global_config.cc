@@ -167,7 +167,7 @@ const std::vector<std::string_view>& GlobalConfigSections() {
   // log and device are read here; each other one is read by the module of
   // that name (FindSection), which adds it here when it starts reading one.
   static const auto* sections =
-      new std::vector<std::string_view>{"log", "device", "compare", "agent", "run"};
+      new std::vector<std::string_view>{"log", "device", "compare", "agent", "run", "notify"};
   return *sections;
 }
 

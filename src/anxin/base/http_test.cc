@@ -192,5 +192,17 @@ TEST(HttpTest, ForUrl) {
   }
 }
 
+// https:// goes through TLS (the chat APIs of `anxin notify` need it): a
+// plain-HTTP server on the other end fails the handshake, as an error.
+TEST(HttpTest, HttpsSpeaksTls) {
+  HttpServer server;
+  server.Get("/", [](const HttpRequest&) { return HttpResponse::Text(200, "plain"); });
+  ASSERT_THAT(server.Start(), IsOk());
+  auto c = HttpClient::ForUrl("https://127.0.0.1:" + std::to_string(server.port()),
+                              {.connect_timeout = 2000ms, .timeout = 2000ms});
+  ASSERT_THAT(c, IsOk());
+  EXPECT_THAT(c->Get("/"), HasCode(ErrorCode::kUnavailable, HasSubstr("SSL")));
+}
+
 }  // namespace
 }  // namespace anxin

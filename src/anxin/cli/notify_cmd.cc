@@ -1,0 +1,88 @@
+// `anxin notify`: the Alertmanager webhook receiver that delivers to
+// Feishu/Lark bots, JSON webhooks and files through a durable spool
+// (docs/notify.md).
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include "anxin/cli/command.h"
+#include "anxin/cli/serve_wait.h"
+#include "anxin/notify/config.h"
+#include "anxin/notify/service.h"
+
+namespace anxin::cli {
+namespace {
+
+struct Opts {
+  std::string listen = "127.0.0.1:" + std::to_string(notify::kDefaultPort);
+  int port = -1;
+  std::string port_file;
+  std::string spool = "/var/lib/anxin/notify";
+  int threads = 16;
+};
+
+int Run(const Opts& o, const GlobalOptions& g) {
+  std::optional<ConfigNode> section = FindSection(g.config, "notify");
+  if (!section) {
+    return ReportError(Error(ErrorCode::kInvalidArgument,
+                             "no notify: section in the configuration: give --config FILE with "
+                             "receivers and routes (docs/notify.md)"));
+  }
+  auto config = notify::ParseNotifyConfig(*section, SystemEnvironment());
+  if (!config) return ReportError(config.error());
+  notify::ServiceOptions so;
+  const size_t colon = o.listen.rfind(':');
+  if (colon == std::string::npos || colon == 0) {
+    return ReportError(
+        Error(ErrorCode::kInvalidArgument, "--listen: expected HOST:PORT, got '" + o.listen + "'"));
+  }
+  so.host = o.listen.substr(0, colon);
+  try {
+    so.port = std::stoi(o.listen.substr(colon + 1));
+  } catch (const std::exception&) {
+    return ReportError(
+        Error(ErrorCode::kInvalidArgument, "--listen: expected HOST:PORT, got '" + o.listen + "'"));
+  }
+  if (o.port >= 0) so.port = o.port;
+  if (so.port < 0 || so.port > 65535) {
+    return ReportError(Error(ErrorCode::kInvalidArgument, "--port: out of range [0, 65535]"));
+  }
+  so.spool_dir = o.spool;
+  so.threads = o.threads;
+  BlockStopSignals();
+  auto service = notify::Service::Start(std::move(*config), so);
+  if (!service) return ReportError(service.error());
+  if (!o.port_file.empty()) {
+    const std::string tmp = o.port_file + ".tmp";
+    std::ofstream(tmp) << (*service)->port() << "\n";
+    std::rename(tmp.c_str(), o.port_file.c_str());
+  }
+  std::fprintf(stderr, "anxin notify: listening on http://%s:%d/webhook (spool %s)\n",
+               so.host.c_str(), (*service)->port(), so.spool_dir.c_str());
+  const int sig = WaitForStop(0);
+  spdlog::info("notify: {} received, draining", sig == SIGINT ? "SIGINT" : "SIGTERM");
+  (*service)->Stop();
+  return kExitOk;
+}
+
+CommandMain Setup(CLI::App& app) {
+  auto o = std::make_shared<Opts>();
+  app.add_option("--listen", o->listen, "HOST:PORT to serve the webhook, /metrics and /healthz on")
+      ->capture_default_str();
+  app.add_option("--port", o->port,
+                 "port, overriding --listen's (0: any free one; see --port-file)");
+  app.add_option("--port-file", o->port_file, "write the port here once listening");
+  app.add_option("--spool", o->spool, "directory of the durable spool")->capture_default_str();
+  app.add_option("--threads", o->threads, "HTTP worker threads")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 256));
+  return [o](const GlobalOptions& g) { return Run(*o, g); };
+}
+
+ANXIN_REGISTER_COMMAND(notify, "deliver Alertmanager alerts to Feishu/Lark bots, webhooks, files",
+                       Setup);
+
+}  // namespace
+}  // namespace anxin::cli
