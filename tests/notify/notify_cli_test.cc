@@ -240,10 +240,11 @@ TEST(NotifyCli, DeliversSignedCardsDedupesAndSendsResolved) {
   EXPECT_THAT(text, HasSubstr("**Device:** a1"));
   EXPECT_THAT(text, HasSubstr("2026-12-02 21:28:50 +08:00"));
   EXPECT_THAT(text, HasSubstr("http://grafana.example:3000/d/anxin"));
-  // Alertmanager repeating the same group: stored once.
+  // Alertmanager repeating the same group: nothing new is stored; the count is
+  // of messages, one per receiver the route names (oncall and audit).
   auto again = n.Post(Payload("g1", {{"a1", "firing"}}));
   ASSERT_TRUE(again.has_value());
-  EXPECT_THAT(again->body, HasSubstr(R"("deduplicated":1)"));
+  EXPECT_THAT(again->body, HasSubstr(R"("messages":0,"deduplicated":2)"));
   auto resolved = n.Post(Payload("g1", {{"a1", "resolved"}}));
   ASSERT_TRUE(resolved.has_value());
   ASSERT_TRUE(bot.WaitFor(2));
