@@ -9,7 +9,7 @@
 //   ANXIN_ASSIGN_OR_RETURN(auto spool, notify::Spool::Open("/tmp/spool"));
 //   ANXIN_ASSIGN_OR_RETURN(auto metrics, notify::DeliveryMetrics::Register(registry));
 //   notify::Dispatcher dispatcher(config, *spool, metrics);
-//   dispatcher.Start();
+//   ANXIN_TRY(dispatcher.Start());
 //   dispatcher.Wake("audit");                        // after a Write queued something
 //   dispatcher.Stop();                               // sends in flight finish first
 //
