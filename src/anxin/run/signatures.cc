@@ -53,7 +53,7 @@ const std::vector<LogSignature>& BuiltinSignatures() {
       {"nccl_remote_exit", "remote process exited or there was a network error", false,
        "peer_failure", Severity::kCritical, true, "a peer process died or the network failed"},
       {"nccl_system_error", "unhandled system error", false, "network", Severity::kCritical, true,
-       "NCCL hit a system (often network) error"},
+       "NCCL hit a system error, often in the network"},
       {"nccl_cuda_error", "unhandled cuda error", false, "device_error", Severity::kCritical, true,
        "NCCL hit a CUDA error"},
       {"nccl_error", "NCCL error", false, "collective_error", Severity::kCritical, true,
