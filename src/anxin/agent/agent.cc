@@ -63,7 +63,8 @@ Result<AgentConfig> ParseAgentConfig(const std::optional<ConfigNode>& section) {
   AgentConfig c;
   if (!section) return c;
   const ConfigNode& s = *section;
-  ANXIN_TRY(s.CheckKeys({"listen", "interval", "socket", "compat", "node", "job_expiry"}));
+  ANXIN_TRY(s.CheckKeys({"listen", "interval", "socket", "compat", "node", "job_expiry",
+                         "doctor_interval", "doctor_root", "web_config"}));
   if (auto listen = s.Find("listen")) {
     ANXIN_ASSIGN_OR_RETURN(std::string text, listen->As<std::string>());
     auto st = ParseListen(text, "listen", c);
@@ -85,6 +86,19 @@ Result<AgentConfig> ParseAgentConfig(const std::optional<ConfigNode>& section) {
   ANXIN_ASSIGN_OR_RETURN(c.job_expiry_seconds, s.GetSeconds("job_expiry", c.job_expiry_seconds));
   if (c.job_expiry_seconds <= 0) {
     return std::unexpected(s.Find("job_expiry")->MakeError("job_expiry must be above 0, like 10m"));
+  }
+  ANXIN_ASSIGN_OR_RETURN(c.doctor_interval_seconds,
+                         s.GetSeconds("doctor_interval", c.doctor_interval_seconds));
+  if (c.doctor_interval_seconds != 0 && c.doctor_interval_seconds < 1) {
+    return std::unexpected(s.Find("doctor_interval")
+                               ->MakeError("doctor_interval must be 0 (off) or at least 1s, "
+                                           "like 10m"));
+  }
+  ANXIN_ASSIGN_OR_RETURN(c.doctor_root, s.Get<std::string>("doctor_root", c.doctor_root));
+  ANXIN_ASSIGN_OR_RETURN(c.web_config, s.Get<std::string>("web_config", ""));
+  if (!c.web_config.empty() && std::filesystem::path(c.web_config).is_relative()) {
+    // Relative to the configuration file, as other paths in it are.
+    c.web_config = (std::filesystem::path(s.source()).parent_path() / c.web_config).string();
   }
   return c;
 }
@@ -120,11 +134,21 @@ Result<std::unique_ptr<Agent>> Agent::Create(device::DeviceBackend& backend, Age
           {.node = o.node, .clock = &a->clock_, .interval = o.interval, .compat = o.compat}));
   ANXIN_ASSIGN_OR_RETURN(a->jobs_, JobTelemetry::Create(a->registry_, a->clock_,
                                                         {.node = o.node, .expiry = o.job_expiry}));
+  if (o.doctor_interval > Clock::Duration::zero()) {
+    ANXIN_ASSIGN_OR_RETURN(
+        a->doctor_,
+        DoctorExporter::Create(a->registry_,
+                               {.node = o.node,
+                                .root = o.doctor_root,
+                                .interval = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                    o.doctor_interval)}));
+  }
   return a;
 }
 
 Status Agent::Start() {
   devices_->Start();
+  if (doctor_) doctor_->Start();
   if (!options_.socket_path.empty() && !receiver_) {
     const std::filesystem::path dir = std::filesystem::path(options_.socket_path).parent_path();
     std::error_code ec;
@@ -154,7 +178,11 @@ Status Agent::Start() {
   }
   if (!server_) {
     server_ = std::make_unique<HttpServer>(
-        HttpServerOptions{.host = options_.host, .port = options_.port, .threads = 4});
+        HttpServerOptions{.host = options_.host,
+                          .port = options_.port,
+                          .threads = 4,
+                          .tls = options_.web.tls,
+                          .guard = MakeBasicAuthGuard(options_.web.users)});
     server_->Get("/metrics", [this](const HttpRequest&) {
       HttpResponse r = HttpResponse::Text(200, Exposition());
       r.content_type = std::string(monitor::kPrometheusTextContentType);
@@ -189,6 +217,7 @@ Status Agent::Start() {
 void Agent::Stop() {
   if (server_) server_->Stop();
   if (receiver_) receiver_->Stop();
+  if (doctor_) doctor_->Stop();
   if (devices_) devices_->Stop();
 }
 
@@ -220,5 +249,9 @@ bool Agent::Healthy() const {
 int Agent::port() const { return server_ ? server_->port() : 0; }
 
 std::string Agent::address() const { return server_ ? server_->address() : ""; }
+
+std::string Agent::url() const {
+  return server_ ? server_->scheme() + "://" + server_->address() : "";
+}
 
 }  // namespace anxin::agent

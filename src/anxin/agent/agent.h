@@ -32,7 +32,9 @@
 #include <string_view>
 
 #include "anxin/agent/device_exporter.h"
+#include "anxin/agent/doctor_exporter.h"
 #include "anxin/agent/job_telemetry.h"
+#include "anxin/agent/web_config.h"
 #include "anxin/base/clock.h"
 #include "anxin/base/config.h"
 #include "anxin/base/error.h"
@@ -57,6 +59,9 @@ inline constexpr std::string_view kDefaultSocket = "/run/anxin/agent.sock";
 //     compat: npu-exporter   # none, npu-exporter or dcgm
 //     node: gpu-node-17      # the node label (default: the host name)
 //     job_expiry: 10m        # forget a rank silent this long
+//     doctor_interval: 10m   # run doctor's host checks this often; 0 = off
+//     doctor_root: /         # the host tree they read ("/host" in a container)
+//     web_config: /etc/anxin/web.yml  # TLS and basic auth (web_config.h)
 struct AgentConfig {
   std::string host = std::string(kDefaultHost);
   int port = kDefaultPort;
@@ -65,6 +70,9 @@ struct AgentConfig {
   Compat compat = Compat::kNone;
   std::string node{};  // "" = the host name
   double job_expiry_seconds = 600;
+  double doctor_interval_seconds = 600;  // 0 = off
+  std::string doctor_root = "/";
+  std::string web_config{};  // "" = plain HTTP without authentication
 };
 // Reads the section (nullopt: the defaults). Errors name file:line:col.
 Result<AgentConfig> ParseAgentConfig(const std::optional<ConfigNode>& section);
@@ -85,6 +93,10 @@ struct AgentOptions {
   Clock* clock = nullptr;  // nullptr: the wall clock
   Clock::Duration job_expiry = std::chrono::minutes(10);
   std::string version = "unknown";  // the build_info label
+  // Doctor's host checks every this often; zero = off.
+  Clock::Duration doctor_interval = std::chrono::minutes(10);
+  std::string doctor_root = "/";
+  WebConfig web{};  // TLS and basic auth for every endpoint
 };
 
 class Agent {
@@ -116,11 +128,15 @@ class Agent {
 
   int port() const;
   std::string address() const;
+  // "http://127.0.0.1:9466" or "https://..."; "" before Start.
+  std::string url() const;
   DeviceExporter& devices() { return *devices_; }
   JobTelemetry& jobs() { return *jobs_; }
   // nullptr without a socket or before Start.
   const monitor::SdkReceiver* receiver() const { return receiver_.get(); }
   monitor::Registry& registry() { return registry_; }
+  // nullptr when doctor's checks are off (doctor_interval zero).
+  DoctorExporter* doctor() { return doctor_.get(); }
 
  private:
   explicit Agent(AgentOptions options);
@@ -130,6 +146,7 @@ class Agent {
   monitor::Registry registry_;
   std::unique_ptr<DeviceExporter> devices_;
   std::unique_ptr<JobTelemetry> jobs_;
+  std::unique_ptr<DoctorExporter> doctor_;  // nullptr when the checks are off
   std::unique_ptr<monitor::SdkReceiver> receiver_;
   std::unique_ptr<HttpServer> server_;
   monitor::Histogram* scrape_seconds_ = nullptr;

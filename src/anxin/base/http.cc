@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 #include <httplib.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 
 #include <cctype>
 #include <mutex>
@@ -48,6 +50,50 @@ void ToHttplib(const HttpResponse& in, httplib::Response& out) {
   out.set_content(in.body, in.content_type.c_str());
 }
 
+// The newest OpenSSL error as text ("no such file", "key values mismatch").
+std::string OpensslReason() {
+  unsigned long code = ERR_get_error();
+  ERR_clear_error();
+  if (code == 0) return "unknown OpenSSL error";
+  char buf[256];
+  ERR_error_string_n(code, buf, sizeof(buf));
+  return buf;
+}
+
+// Sets up the context for HttpTlsOptions; on failure says why in *error.
+bool SetUpTls(SSL_CTX& ctx, const HttpTlsOptions& tls, std::string* error) {
+  SSL_CTX_set_options(&ctx, SSL_OP_NO_COMPRESSION | SSL_OP_NO_SESSION_RESUMPTION_ON_RENEGOTIATION);
+  SSL_CTX_set_min_proto_version(&ctx, tls.tls13_only ? TLS1_3_VERSION : TLS1_2_VERSION);
+  ERR_clear_error();
+  if (SSL_CTX_use_certificate_chain_file(&ctx, tls.cert_file.c_str()) != 1) {
+    *error = "cannot load the TLS certificate " + tls.cert_file + ": " + OpensslReason();
+    return false;
+  }
+  if (SSL_CTX_use_PrivateKey_file(&ctx, tls.key_file.c_str(), SSL_FILETYPE_PEM) != 1) {
+    std::string reason = OpensslReason();
+    *error =
+        reason.find("key values mismatch") != std::string::npos
+            ? "the TLS key " + tls.key_file + " does not belong to the certificate " + tls.cert_file
+            : "cannot load the TLS key " + tls.key_file + ": " + reason;
+    return false;
+  }
+  if (SSL_CTX_check_private_key(&ctx) != 1) {
+    *error = "the TLS key " + tls.key_file + " does not belong to the certificate " +
+             tls.cert_file + ": " + OpensslReason();
+    return false;
+  }
+  if (!tls.client_ca_file.empty()) {
+    if (SSL_CTX_load_verify_locations(&ctx, tls.client_ca_file.c_str(), nullptr) != 1) {
+      *error = "cannot load the client CA " + tls.client_ca_file + ": " + OpensslReason();
+      return false;
+    }
+    STACK_OF(X509_NAME)* names = SSL_load_client_CA_file(tls.client_ca_file.c_str());
+    if (names != nullptr) SSL_CTX_set_client_CA_list(&ctx, names);
+    SSL_CTX_set_verify(&ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, nullptr);
+  }
+  return true;
+}
+
 httplib::Server::Handler Wrap(HttpHandler handler) {
   return [handler = std::move(handler)](const httplib::Request& req, httplib::Response& res) {
     ToHttplib(handler(FromHttplib(req)), res);
@@ -83,7 +129,8 @@ HttpResponse HttpResponse::Json(int status, std::string body) {
 
 struct HttpServer::Impl {
   HttpServerOptions options;
-  httplib::Server server;
+  std::unique_ptr<httplib::Server> server;
+  std::string tls_error;  // why the TLS context could not be set up
   std::thread thread;
   mutable std::mutex mu;
   int port = 0;  // guarded by mu
@@ -91,22 +138,42 @@ struct HttpServer::Impl {
 
 HttpServer::HttpServer(HttpServerOptions options) : impl_(std::make_unique<Impl>()) {
   impl_->options = std::move(options);
+  if (impl_->options.tls) {
+    Impl* impl = impl_.get();
+    impl_->server = std::make_unique<httplib::SSLServer>(
+        [impl](SSL_CTX& ctx) { return SetUpTls(ctx, *impl->options.tls, &impl->tls_error); });
+  } else {
+    impl_->server = std::make_unique<httplib::Server>();
+  }
 }
 
 HttpServer::~HttpServer() { Stop(); }
 
 void HttpServer::Get(std::string pattern, HttpHandler handler) {
-  impl_->server.Get(pattern, Wrap(std::move(handler)));
+  impl_->server->Get(pattern, Wrap(std::move(handler)));
 }
 
 void HttpServer::Post(std::string pattern, HttpHandler handler) {
-  impl_->server.Post(pattern, Wrap(std::move(handler)));
+  impl_->server->Post(pattern, Wrap(std::move(handler)));
 }
 
 Status HttpServer::Start() {
   std::lock_guard lock(impl_->mu);
   if (impl_->thread.joinable()) return FailedPrecondition("the HTTP server is already running");
-  httplib::Server& s = impl_->server;
+  httplib::Server& s = *impl_->server;
+  if (!s.is_valid()) {
+    return InvalidArgument(impl_->tls_error.empty() ? "the HTTPS server could not be set up"
+                                                    : impl_->tls_error);
+  }
+  if (impl_->options.guard) {
+    s.set_pre_routing_handler(
+        [guard = impl_->options.guard](const httplib::Request& req, httplib::Response& res) {
+          std::optional<HttpResponse> answer = guard(FromHttplib(req));
+          if (!answer) return httplib::Server::HandlerResponse::Unhandled;
+          ToHttplib(*answer, res);
+          return httplib::Server::HandlerResponse::Handled;
+        });
+  }
   int threads = std::max(1, impl_->options.threads);
   s.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
   s.set_payload_max_length(impl_->options.max_body_bytes);
@@ -150,7 +217,7 @@ Status HttpServer::Start() {
                        " is not an address of this host; choose another port (0 picks a free one)");
   }
   impl_->port = port;
-  impl_->thread = std::thread([this] { impl_->server.listen_after_bind(); });
+  impl_->thread = std::thread([this] { impl_->server->listen_after_bind(); });
   // Stop before the accept loop runs would be lost; wait until it runs.
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   while (!s.is_running()) {
@@ -165,7 +232,7 @@ Status HttpServer::Start() {
 void HttpServer::Stop() {
   std::lock_guard lock(impl_->mu);
   if (!impl_->thread.joinable()) return;
-  impl_->server.stop();
+  impl_->server->stop();
   impl_->thread.join();
 }
 
@@ -178,9 +245,15 @@ std::string HttpServer::address() const {
   return impl_->options.host + ":" + std::to_string(port());
 }
 
+std::string HttpServer::scheme() const { return impl_->options.tls ? "https" : "http"; }
+
 struct HttpClient::Impl {
   Impl(const std::string& url, std::string hp, HttpClientOptions o)
-      : base_url(url), host_port(std::move(hp)), options(std::move(o)), client(url) {
+      : base_url(url),
+        host_port(std::move(hp)),
+        options(std::move(o)),
+        client(url, options.client_cert_file, options.client_key_file) {
+    if (!options.ca_file.empty()) client.set_ca_cert_path(options.ca_file);
     client.set_connection_timeout(options.connect_timeout);
     client.set_read_timeout(options.timeout);
     client.set_write_timeout(options.timeout);
@@ -218,6 +291,15 @@ struct HttpClient::Impl {
           }
           return Unavailable(what + ": " + host_port +
                              " closed the connection before a full response");
+        case httplib::Error::SSLConnection:
+          return Unavailable(what + ": the TLS handshake with " + host_port +
+                             " failed (a plain-HTTP server, an old TLS version, or a server "
+                             "that requires a client certificate)");
+        case httplib::Error::SSLServerVerification:
+          return Unavailable(what + ": the certificate of " + host_port +
+                             " is not trusted or does not name that host; give its CA");
+        case httplib::Error::SSLLoadingCerts:
+          return InvalidArgument(what + ": cannot load the CA or client certificate files");
         default:
           return Unavailable(what + ": " + httplib::to_string(e));
       }

@@ -14,7 +14,7 @@
 //
 //   HttpClient client("127.0.0.1", server.port(), {.timeout = 2s});
 //   ANXIN_ASSIGN_OR_RETURN(HttpResponse r, client.Get("/metrics"));
-//   if (!r.ok()) return Unavailable("HTTP " + std::to_string(r.status));  // a status is not an Error
+//   if (!r.ok()) return Unavailable("HTTP " + std::to_string(r.status));  // not an Error
 //   server.Stop();                               // finishes requests in flight
 //
 // Route patterns are regular expressions matched against the whole path;
@@ -70,6 +70,17 @@ struct HttpResponse {
 };
 
 using HttpHandler = std::function<HttpResponse(const HttpRequest&)>;
+// Runs before routing; a response it returns is sent instead of the route's
+// (a 401 for a request without valid credentials, say).
+using HttpGuard = std::function<std::optional<HttpResponse>(const HttpRequest&)>;
+
+// HTTPS for a server: PEM files, read at Start.
+struct HttpTlsOptions {
+  std::string cert_file{};       // certificate chain, leaf first
+  std::string key_file{};        // its private key (unencrypted)
+  std::string client_ca_file{};  // non-empty: clients must present a certificate it signed
+  bool tls13_only = false;       // else TLS 1.2 and 1.3
+};
 
 struct HttpServerOptions {
   std::string host = "127.0.0.1";   // "0.0.0.0" to serve other machines
@@ -77,6 +88,8 @@ struct HttpServerOptions {
   int threads = 4;                  // worker threads
   size_t max_body_bytes = 8 << 20;  // larger request bodies get 413
   std::chrono::seconds read_timeout{10};
+  std::optional<HttpTlsOptions> tls{};  // nullopt: plain HTTP
+  HttpGuard guard{};                    // empty: every request is routed
 };
 
 class HttpServer {
@@ -92,7 +105,9 @@ class HttpServer {
   void Post(std::string pattern, HttpHandler handler);
 
   // Binds and serves on a thread of its own; returns once connections are
-  // accepted. A port in use or an address not of this host -> kUnavailable.
+  // accepted. A port in use or an address not of this host -> kUnavailable;
+  // a TLS certificate or key that cannot be loaded -> kInvalidArgument naming
+  // the file and OpenSSL's reason.
   Status Start();
   // Stops accepting, lets requests in flight finish, joins the threads.
   // Idempotent.
@@ -102,6 +117,8 @@ class HttpServer {
   int port() const;
   // "127.0.0.1:41234"
   std::string address() const;
+  // "https" when the options have TLS, else "http".
+  std::string scheme() const;
 
  private:
   struct Impl;
@@ -112,6 +129,11 @@ struct HttpClientOptions {
   std::chrono::milliseconds connect_timeout{2000};
   std::chrono::milliseconds timeout{10000};  // for reading the response
   HttpHeaders headers{};                     // sent with every request
+  // https:// only: trust this PEM bundle instead of the system's, and present
+  // this client certificate when the server asks for one.
+  std::string ca_file{};
+  std::string client_cert_file{};
+  std::string client_key_file{};
 };
 
 class HttpClient {

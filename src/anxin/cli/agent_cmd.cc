@@ -1,10 +1,15 @@
 // `anxin agent`: the node's Prometheus exporter for devices and running jobs.
 // Docs: docs/agent.md.
+#include <fmt/format.h>
+
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <iostream>
 #include <memory>
 #include <optional>
+#include <string>
 
 #include "anxin/agent/agent.h"
 #include "anxin/base/clock.h"
@@ -30,9 +35,31 @@ struct Options {
   bool once = false;
   std::string duration;
   std::string at;
+  std::optional<std::string> web_config;
+  std::optional<std::string> doctor_interval;
+  std::optional<std::string> doctor_root;
+  bool hash_password = false;
 };
 
+// --hash-password: a bcrypt hash for basic_auth_users of the password on
+// standard input's first line.
+int HashPasswordFromStdin() {
+  std::string line;
+  if (!std::getline(std::cin, line)) {
+    return ReportError(Error(ErrorCode::kInvalidArgument,
+                             "--hash-password reads the password from standard input; got "
+                             "nothing (try: echo -n 'secret' | anxin agent --hash-password)"));
+  }
+  if (!line.empty() && line.back() == '\r') line.pop_back();
+  auto hash = agent::HashPassword(line);
+  std::fill(line.begin(), line.end(), '\0');
+  if (!hash) return ReportError(hash.error().With("--hash-password"));
+  std::printf("%s\n", hash->c_str());
+  return kExitOk;
+}
+
 int Run(const Options& o, const GlobalOptions& g) {
+  if (o.hash_password) return HashPasswordFromStdin();
   // Configuration file < environment < flags.
   auto config = agent::ParseAgentConfig(FindSection(g.config, "agent"));
   if (!config) return ReportError(config.error());
@@ -62,6 +89,24 @@ int Run(const Options& o, const GlobalOptions& g) {
     c.compat = *m;
   }
   if (o.node) c.node = *o.node;
+  if (o.doctor_interval) {
+    auto s = ParseSeconds(*o.doctor_interval);
+    if (!s || (*s != 0 && *s < 1)) {
+      return ReportError(Error(ErrorCode::kInvalidArgument,
+                               "--doctor-interval: expected 0 (off) or a duration of at least 1s "
+                               "like 10m, got '" +
+                                   *o.doctor_interval + "'"));
+    }
+    c.doctor_interval_seconds = *s;
+  }
+  if (o.doctor_root) c.doctor_root = *o.doctor_root;
+  if (o.web_config) c.web_config = *o.web_config;
+  agent::WebConfig web;
+  if (!c.web_config.empty()) {
+    auto loaded = agent::LoadWebConfig(c.web_config);
+    if (!loaded) return ReportError(loaded.error().With("--web.config.file"));
+    web = std::move(*loaded);
+  }
   std::string socket = c.socket;
   if (const char* env = std::getenv("ANXIN_AGENT_SOCKET"); env && *env) socket = env;
   if (o.socket)
@@ -118,11 +163,15 @@ int Run(const Options& o, const GlobalOptions& g) {
   options.clock = clock;
   options.job_expiry = FromSeconds(c.job_expiry_seconds);
   options.version = kVersion;
+  options.doctor_interval = FromSeconds(c.doctor_interval_seconds);
+  options.doctor_root = c.doctor_root;
+  options.web = web;
 
   if (o.once) {
     auto a = agent::Agent::Create(**backend, options);
     if (!a) return ReportError(a.error());
     (*a)->devices().SampleOnce();
+    if ((*a)->doctor()) (*a)->doctor()->RunOnce();
     std::fputs((*a)->Exposition().c_str(), stdout);
     return kExitOk;
   }
@@ -131,15 +180,19 @@ int Run(const Options& o, const GlobalOptions& g) {
   auto a = agent::Agent::Create(**backend, options);
   if (!a) return ReportError(a.error());
   if (auto s = (*a)->Start(); !s) return ReportError(s.error());
+  std::string doctor = c.doctor_interval_seconds > 0
+                           ? "every " + fmt::format("{:g}s", c.doctor_interval_seconds)
+                           : std::string("off");
   std::fprintf(stderr,
-               "anxin agent: serving http://%s/metrics (%zu devices from %s, every %gs%s), SDK "
-               "socket %s\n",
-               (*a)->address().c_str(), (*a)->devices().devices().size(),
+               "anxin agent: serving %s/metrics (%zu devices from %s, every %gs%s), SDK "
+               "socket %s, doctor checks %s%s\n",
+               (*a)->url().c_str(), (*a)->devices().devices().size(),
                (*backend)->Describe().c_str(), c.interval_seconds,
                c.compat == agent::Compat::kNone
                    ? ""
                    : (", compat " + std::string(agent::CompatName(c.compat))).c_str(),
-               socket.empty() ? "off" : socket.c_str());
+               socket.empty() ? "off" : socket.c_str(), doctor.c_str(),
+               web.users.empty() ? "" : ", basic auth on");
   if (!o.port_file.empty()) std::ofstream(o.port_file) << (*a)->port() << "\n";
   WaitForStop(duration);
   (*a)->Stop();
@@ -176,6 +229,18 @@ CommandMain Setup(CLI::App& app) {
   app.add_option("--at", o->at,
                  "with --once, sim: the scenario as it is this far in (e.g. 65s), on a virtual "
                  "clock");
+  app.add_option("--web.config.file", o->web_config,
+                 "TLS and basic auth, in the Prometheus exporter-toolkit format (config "
+                 "agent.web_config; docs/agent.md#security)");
+  app.add_option("--doctor-interval", o->doctor_interval,
+                 "run doctor's host checks this often and export their states, e.g. 10m; 0 = off "
+                 "(default 10m; config agent.doctor_interval)");
+  app.add_option("--doctor-root", o->doctor_root,
+                 "host tree the checks read (default /; /host in a container; config "
+                 "agent.doctor_root)");
+  app.add_flag("--hash-password", o->hash_password,
+               "print a bcrypt hash of the password read from stdin, for basic_auth_users, "
+               "and exit");
   return [o](const GlobalOptions& g) { return Run(*o, g); };
 }
 

@@ -1,0 +1,355 @@
+// `anxin agent --web.config.file` with real clients: curl and a real
+// Prometheus scrape the agent over TLS with basic auth (and, with a client CA,
+// only with a client certificate); wrong or missing credentials get 401; a
+// bad web configuration file stops the agent with its place named. Also the
+// doctor checks the agent runs on a host tree, as Prometheus sees them.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "anxin/base/http.h"
+#include "anxin/base/strings.h"
+#include "anxin/base/subprocess.h"
+#include "anxin/base/testing.h"
+
+namespace anxin {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+using ::anxin::testing::AnxinBinary;
+using ::anxin::testing::IsOk;
+using ::anxin::testing::RunAnxin;
+using ::anxin::testing::TempDir;
+using ::testing::HasSubstr;
+using ::testing::Not;
+using ::testing::StartsWith;
+
+constexpr const char* kPrometheus = "/usr/bin/prometheus";
+constexpr const char* kCurl = "/usr/bin/curl";
+constexpr const char* kPassword = "correct horse battery staple";
+
+bool WaitFor(const std::function<bool()>& done, std::chrono::milliseconds timeout = 20s) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(50ms);
+  }
+  return true;
+}
+
+int FreePort() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  int port = 0;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
+    port = ntohs(a.sin_port);
+  ::close(fd);
+  return port;
+}
+
+// openssl as an operator would run it: a CA, a certificate for 127.0.0.1,
+// and a client certificate for Prometheus.
+void MakePki(const TempDir& dir) {
+  const std::string d = dir.path();
+  dir.Write("server.ext", "subjectAltName=IP:127.0.0.1\n");
+  const std::vector<std::vector<std::string>> steps = {
+      {"openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+       "-keyout", d + "/ca.key", "-out", d + "/ca.crt", "-days", "2", "-subj", "/CN=test CA"},
+      {"openssl", "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+       "-keyout", d + "/server.key", "-out", d + "/server.csr", "-subj", "/CN=127.0.0.1"},
+      {"openssl", "x509", "-req", "-in", d + "/server.csr", "-CA", d + "/ca.crt", "-CAkey",
+       d + "/ca.key", "-CAcreateserial", "-out", d + "/server.crt", "-days", "2", "-extfile",
+       d + "/server.ext"},
+      {"openssl", "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+       "-keyout", d + "/client.key", "-out", d + "/client.csr", "-subj", "/CN=prometheus"},
+      {"openssl", "x509", "-req", "-in", d + "/client.csr", "-CA", d + "/ca.crt", "-CAkey",
+       d + "/ca.key", "-CAcreateserial", "-out", d + "/client.crt", "-days", "2"},
+  };
+  for (const auto& argv : steps) {
+    auto out = RunCommand(argv, {.timeout = 60s});
+    ASSERT_THAT(out, IsOk());
+    ASSERT_EQ(out->exit_code, 0) << out->stderr_text;
+  }
+}
+
+// The bcrypt hash through the agent's own helper, as docs/agent.md shows.
+std::string Hash(const TempDir& dir) {
+  const std::string input = dir.Write("password.txt", std::string(kPassword) + "\n");
+  auto out = RunCommand({AnxinBinary(), "agent", "--hash-password"},
+                        {.timeout = 30s, .stdin_path = input});
+  EXPECT_THAT(out, IsOk());
+  if (!out) return "";
+  EXPECT_EQ(out->exit_code, 0) << out->stderr_text;
+  EXPECT_THAT(out->stdout_text, StartsWith("$2b$10$"));
+  std::string hash = out->stdout_text;
+  while (!hash.empty() && hash.back() == '\n') hash.pop_back();
+  return hash;
+}
+
+class Agent {
+ public:
+  Agent(const TempDir& dir, std::vector<std::string> extra) {
+    const std::string port_file = dir / "port";
+    fs::remove(port_file);
+    std::vector<std::string> argv = {AnxinBinary(), "agent",  "--port", "0",          "--port-file",
+                                     port_file,     "--node", "node-s", "--duration", "120s"};
+    // No SDK socket unless the test gives one.
+    if (std::find(extra.begin(), extra.end(), "--socket") == extra.end()) {
+      argv.insert(argv.end(), {"--socket", ""});
+    }
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    SubprocessOptions o;
+    o.argv = argv;
+    o.on_stderr = [this](const OutputLine& l) {
+      std::lock_guard lock(mu_);
+      stderr_ += l.text + "\n";
+    };
+    auto p = Subprocess::Start(std::move(o));
+    EXPECT_THAT(p, IsOk());
+    if (!p) return;
+    process_ = std::move(*p);
+    EXPECT_TRUE(WaitFor([&] {
+      std::string text = ::anxin::testing::ReadTextFile(port_file);
+      if (text.empty() || text.back() != '\n') return false;
+      port_ = std::stoi(text);
+      return true;
+    })) << Stderr();
+  }
+  ~Agent() {
+    if (process_) (void)process_->Stop(10s);
+  }
+  int port() const { return port_; }
+  std::string Stderr() {
+    std::lock_guard lock(mu_);
+    return stderr_;
+  }
+
+ private:
+  std::unique_ptr<Subprocess> process_;
+  std::mutex mu_;
+  std::string stderr_;
+  int port_ = 0;
+};
+
+struct Curl {
+  int http_code = 0;  // 0: no HTTP response (TLS refused, say)
+  int exit_code = -1;
+  std::string body;
+};
+
+Curl RunCurl(const TempDir& dir, std::vector<std::string> args) {
+  const std::string body = dir / "curl.out";
+  std::vector<std::string> argv = {kCurl, "-sS", "--max-time", "20",
+                                   "-o",  body,  "-w",         "%{http_code}"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  auto out = RunCommand(argv, {.timeout = 30s});
+  Curl c;
+  if (!out) return c;
+  c.exit_code = out->exit_code;
+  c.http_code = std::atoi(out->stdout_text.c_str());
+  c.body = ::anxin::testing::ReadTextFile(body);
+  return c;
+}
+
+TEST(AgentSecurityTest, TlsAndBasicAuthWithCurlAndPrometheus) {
+  ASSERT_TRUE(fs::exists(kCurl)) << kCurl << ": run scripts/install-deps";
+  ASSERT_TRUE(fs::exists(kPrometheus)) << kPrometheus << ": run scripts/install-deps";
+  TempDir dir;
+  ASSERT_NO_FATAL_FAILURE(MakePki(dir));
+  const std::string hash = Hash(dir);
+  ASSERT_FALSE(hash.empty());
+  // Paths relative to the web configuration file, as the toolkit reads them.
+  const std::string web = dir.Write("web.yml",
+                                    "tls_server_config:\n"
+                                    "  cert_file: server.crt\n"
+                                    "  key_file: server.key\n"
+                                    "basic_auth_users:\n"
+                                    "  prometheus: " +
+                                        hash + "\n");
+  Agent agent(dir, {"--scenario", "faults", "--doctor-interval", "0", "--web.config.file", web});
+  ASSERT_GT(agent.port(), 0) << agent.Stderr();
+  EXPECT_THAT(agent.Stderr(), HasSubstr("serving https://127.0.0.1:"));
+  EXPECT_THAT(agent.Stderr(), HasSubstr("basic auth on"));
+  const std::string url = "https://127.0.0.1:" + std::to_string(agent.port());
+
+  Curl good = RunCurl(dir, {"--cacert", dir / "ca.crt", "-u",
+                            std::string("prometheus:") + kPassword, url + "/metrics"});
+  EXPECT_EQ(good.http_code, 200);
+  EXPECT_THAT(good.body, HasSubstr("anxin_device_up{node=\"node-s\",device=\"0\""));
+  Curl none = RunCurl(dir, {"--cacert", dir / "ca.crt", url + "/metrics"});
+  EXPECT_EQ(none.http_code, 401);
+  EXPECT_THAT(none.body, Not(HasSubstr("anxin_device_up")));
+  Curl wrong =
+      RunCurl(dir, {"--cacert", dir / "ca.crt", "-u", "prometheus:guess", url + "/healthz"});
+  EXPECT_EQ(wrong.http_code, 401);
+  // Without the CA, curl refuses the certificate; over plain HTTP there is no answer.
+  Curl untrusted = RunCurl(dir, {"-u", std::string("prometheus:") + kPassword, url + "/metrics"});
+  EXPECT_EQ(untrusted.http_code, 0);
+  EXPECT_NE(untrusted.exit_code, 0);
+  Curl plain = RunCurl(dir, {"http://127.0.0.1:" + std::to_string(agent.port()) + "/metrics"});
+  EXPECT_NE(plain.http_code, 200);
+
+  // A real Prometheus scrapes it with the same CA and password.
+  const std::string password_file = dir.Write("prom-password", kPassword);
+  const std::string config =
+      dir.Write("prometheus.yml",
+                "global:\n  scrape_interval: 1s\n"
+                "scrape_configs:\n  - job_name: anxin-agent\n    honor_labels: true\n"
+                "    scheme: https\n"
+                "    tls_config:\n      ca_file: " +
+                    (dir / "ca.crt") +
+                    "\n"
+                    "    basic_auth:\n      username: prometheus\n      password_file: " +
+                    password_file +
+                    "\n"
+                    "    static_configs:\n      - targets: ['127.0.0.1:" +
+                    std::to_string(agent.port()) + "']\n");
+  const int port = FreePort();
+  SubprocessOptions o;
+  o.argv = {kPrometheus, "--config.file=" + config, "--storage.tsdb.path=" + dir.Mkdir("data"),
+            "--web.listen-address=127.0.0.1:" + std::to_string(port), "--log.level=warn"};
+  auto prom = Subprocess::Start(std::move(o));
+  ASSERT_THAT(prom, IsOk());
+  HttpClient c("127.0.0.1", port, {.timeout = 5000ms});
+  nlohmann::json result;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        auto r = c.Get("/api/v1/query?query=anxin_device_up");
+        if (!r || !r->ok()) return false;
+        auto j = nlohmann::json::parse(r->body, nullptr, false);
+        if (j.is_discarded()) return false;
+        result = j["data"]["result"];
+        return result.size() == 8;
+      },
+      30s))
+      << result.dump();
+  EXPECT_EQ(result[0]["metric"]["node"], "node-s");
+  (void)(*prom)->Stop(5s);
+}
+
+TEST(AgentSecurityTest, MutualTlsNeedsAClientCertificate) {
+  ASSERT_TRUE(fs::exists(kCurl)) << kCurl << ": run scripts/install-deps";
+  TempDir dir;
+  ASSERT_NO_FATAL_FAILURE(MakePki(dir));
+  const std::string web = dir.Write("web.yml",
+                                    "tls_server_config:\n"
+                                    "  cert_file: server.crt\n"
+                                    "  key_file: server.key\n"
+                                    "  client_auth_type: RequireAndVerifyClientCert\n"
+                                    "  client_ca_file: ca.crt\n"
+                                    "  min_version: TLS13\n");
+  Agent agent(dir, {"--scenario", "default", "--doctor-interval", "0", "--web.config.file", web});
+  ASSERT_GT(agent.port(), 0) << agent.Stderr();
+  const std::string url = "https://127.0.0.1:" + std::to_string(agent.port()) + "/metrics";
+  Curl anonymous = RunCurl(dir, {"--cacert", dir / "ca.crt", url});
+  EXPECT_NE(anonymous.http_code, 200);
+  Curl with_cert = RunCurl(dir, {"--cacert", dir / "ca.crt", "--cert", dir / "client.crt", "--key",
+                                 dir / "client.key", url});
+  EXPECT_EQ(with_cert.http_code, 200);
+  EXPECT_THAT(with_cert.body, HasSubstr("anxin_device_up"));
+  // TLS 1.2 is refused when the file says TLS13.
+  Curl old = RunCurl(dir, {"--cacert", dir / "ca.crt", "--cert", dir / "client.crt", "--key",
+                           dir / "client.key", "--tlsv1.2", "--tls-max", "1.2", url});
+  EXPECT_EQ(old.http_code, 0);
+}
+
+TEST(AgentSecurityTest, BadWebConfigStopsTheAgentWithItsPlace) {
+  TempDir dir;
+  const std::string web = dir.Write("web.yml", "basic_auth_users:\n  prometheus: secret\n");
+  auto out = RunAnxin(
+      {"agent", "--port", "0", "--socket", "", "--web.config.file", web, "--duration", "5s"});
+  EXPECT_EQ(out.exit_code, 2);
+  EXPECT_THAT(out.stderr_text, HasSubstr("web.yml:2:15: basic_auth_users.prometheus: the "
+                                         "password of 'prometheus' must be a bcrypt hash"));
+  EXPECT_THAT(out.stderr_text, HasSubstr("anxin agent --hash-password"));
+  auto missing = RunAnxin({"agent", "--once", "--web.config.file", dir / "absent.yml"});
+  EXPECT_NE(missing.exit_code, 0);
+  EXPECT_THAT(missing.stderr_text, HasSubstr("absent.yml"));
+  // Standard input is /dev/null: no password.
+  auto empty = RunCommand({AnxinBinary(), "agent", "--hash-password"}, {.timeout = 30s});
+  ASSERT_THAT(empty, IsOk());
+  EXPECT_EQ(empty->exit_code, 2);
+  EXPECT_THAT(empty->stderr_text, HasSubstr("reads the password from standard input"));
+}
+
+TEST(AgentSecurityTest, DoctorChecksOfAHostTreeAreExported) {
+  TempDir dir;
+  fs::copy(ANXIN_SOURCE_DIR "/tests/fixtures/doctor/host_a", dir.path(),
+           fs::copy_options::recursive | fs::copy_options::copy_symlinks);
+  dir.Write("proc/1311/comm", "irqbalance\n");
+  auto out = RunAnxin({"agent", "--once", "--node", "node-d", "--doctor-root", dir.path()});
+  ASSERT_EQ(out.exit_code, 0) << out.stderr_text;
+  EXPECT_THAT(out.stdout_text,
+              HasSubstr("anxin_doctor_check_status{node=\"node-d\",check=\"irq.irqbalance\","
+                        "state=\"fail\"} 1\n"));
+  EXPECT_THAT(out.stdout_text, HasSubstr("anxin_doctor_runs_total{node=\"node-d\"} 1\n"));
+  auto off = RunAnxin({"agent", "--once", "--doctor-interval", "0"});
+  ASSERT_EQ(off.exit_code, 0);
+  EXPECT_THAT(off.stdout_text, Not(HasSubstr("anxin_doctor_check_status")));
+  auto bad = RunAnxin({"agent", "--once", "--doctor-interval", "100ms"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_THAT(bad.stderr_text, StartsWith("error: --doctor-interval: "));
+}
+
+// deploy/metrics.txt is the contract of the rules and the dashboard: the
+// agent exports every name on it (devices on the faults scenario once it has
+// gone wrong; jobs and the SDK receiver once a client has reported and a
+// malformed datagram has been refused).
+TEST(AgentSecurityTest, ExportsEveryNameOfDeployMetricsTxt) {
+  const std::string list = ::anxin::testing::ReadTextFile(ANXIN_SOURCE_DIR "/deploy/metrics.txt");
+  std::vector<std::string> names;
+  for (std::string_view line : SplitLines(list)) {
+    if (!line.empty() && line[0] != '#') names.emplace_back(Trim(line));
+  }
+  ASSERT_GT(names.size(), 40u);
+  auto once = RunAnxin({"agent", "--once", "--scenario", "faults", "--at", "75s"});
+  ASSERT_EQ(once.exit_code, 0) << once.stderr_text;
+
+  TempDir dir;
+  const std::string socket = dir / "agent.sock";
+  Agent agent(dir, {"--scenario", "default", "--doctor-interval", "0", "--socket", socket});
+  ASSERT_GT(agent.port(), 0) << agent.Stderr();
+  auto client = RunCommand(
+      {std::string(ANXIN_BINARY_DIR) + "/tests/monitor/sdk_c_client", "20"},
+      {.timeout = 60s,
+       .env = {"ANXIN_AGENT_SOCKET=" + socket, "ANXIN_JOB_ID=names", "RANK=0", "WORLD_SIZE=2"}});
+  ASSERT_THAT(client, IsOk());
+  ASSERT_EQ(client->exit_code, 0) << client->stdout_text;
+  int fd = ::socket(AF_UNIX, SOCK_DGRAM, 0);
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  std::snprintf(a.sun_path, sizeof a.sun_path, "%s", socket.c_str());
+  ASSERT_EQ(::sendto(fd, "junk", 4, 0, reinterpret_cast<sockaddr*>(&a), sizeof a), 4);
+  ::close(fd);
+  HttpClient http("127.0.0.1", agent.port(), {.timeout = 5000ms});
+  std::string text;
+  auto has = [&](const std::string& name) {
+    return text.starts_with(name + "{") || text.starts_with(name + " ") ||
+           text.find("\n" + name + "{") != std::string::npos ||
+           text.find("\n" + name + " ") != std::string::npos;
+  };
+  ASSERT_TRUE(WaitFor([&] {
+    auto r = http.Get("/metrics");
+    text = r && r->ok() ? r->body : "";
+    return has("anxin_sdk_datagrams_rejected_total") && has("anxin_job_allocator_ooms_total");
+  })) << text;
+  text = once.stdout_text + text;
+  for (const std::string& name : names) EXPECT_TRUE(has(name)) << name;
+}
+
+}  // namespace
+}  // namespace anxin
