@@ -297,6 +297,13 @@ TEST(AgentSecurityTest, DoctorChecksOfAHostTreeAreExported) {
               HasSubstr("anxin_doctor_check_status{node=\"node-d\",check=\"irq.irqbalance\","
                         "state=\"fail\"} 1\n"));
   EXPECT_THAT(out.stdout_text, HasSubstr("anxin_doctor_runs_total{node=\"node-d\"} 1\n"));
+  // ANXIN_DOCTOR_ROOT, as the DaemonSet sets it.
+  auto env = RunAnxin({"agent", "--once", "--node", "node-d"},
+                      {.env = {"ANXIN_DOCTOR_ROOT=" + dir.path()}});
+  ASSERT_EQ(env.exit_code, 0) << env.stderr_text;
+  EXPECT_THAT(env.stdout_text,
+              HasSubstr("anxin_doctor_check_status{node=\"node-d\",check=\"irq.irqbalance\","
+                        "state=\"fail\"} 1\n"));
   auto off = RunAnxin({"agent", "--once", "--doctor-interval", "0"});
   ASSERT_EQ(off.exit_code, 0);
   EXPECT_THAT(off.stdout_text, Not(HasSubstr("anxin_doctor_check_status")));

@@ -99,6 +99,9 @@ int Run(const Options& o, const GlobalOptions& g) {
     }
     c.doctor_interval_seconds = *s;
   }
+  if (const char* env = std::getenv("ANXIN_DOCTOR_ROOT"); env != nullptr && *env != '\0') {
+    c.doctor_root = env;  // as `anxin doctor` reads it; the DaemonSet sets /host
+  }
   if (o.doctor_root) c.doctor_root = *o.doctor_root;
   if (o.web_config) c.web_config = *o.web_config;
   agent::WebConfig web;
@@ -236,8 +239,8 @@ CommandMain Setup(CLI::App& app) {
                  "run doctor's host checks this often and export their states, e.g. 10m; 0 = off "
                  "(default 10m; config agent.doctor_interval)");
   app.add_option("--doctor-root", o->doctor_root,
-                 "host tree the checks read (default /; /host in a container; config "
-                 "agent.doctor_root)");
+                 "host tree the checks read (default /; /host in a container; env "
+                 "ANXIN_DOCTOR_ROOT; config agent.doctor_root)");
   app.add_flag("--hash-password", o->hash_password,
                "print a bcrypt hash of the password read from stdin, for basic_auth_users, "
                "and exit");
