@@ -2,20 +2,29 @@
 // story on a simulated node in stages; each stage is one entry of kStages, so
 // later parts of anxin (agent, supervisor, fault recovery) add a stage here
 // and the work itself in their own module. Docs: docs/demo.md.
+#include <fmt/format.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <charconv>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "anxin/agent/agent.h"
 #include "anxin/base/clock.h"
 #include "anxin/base/config.h"
+#include "anxin/base/http.h"
+#include "anxin/base/strings.h"
 #include "anxin/cli/command.h"
+#include "anxin/cli/version.h"
 #include "anxin/device/live_view.h"
 #include "anxin/device/registry.h"
 #include "anxin/device/summary.h"
@@ -29,6 +38,31 @@ struct Options {
   std::string interval = "0.5s";
   std::string scenario = "demo";
   bool no_color = false;
+  int port = agent::kDefaultPort;  // the agent's; taken -> any free one
+  std::string stay;                // keep the agent serving this long afterwards
+};
+
+// A private directory for the demo's sockets, spools and checkpoints,
+// removed with everything in it at the end.
+class ScratchDir {
+ public:
+  static Result<std::unique_ptr<ScratchDir>> Make() {
+    std::string templ = (std::filesystem::temp_directory_path() / "anxin-demo-XXXXXX").string();
+    if (::mkdtemp(templ.data()) == nullptr) {
+      return std::unexpected(ErrnoError(errno, "cannot create a scratch directory " + templ +
+                                                   " (set TMPDIR to a writable directory)"));
+    }
+    return std::unique_ptr<ScratchDir>(new ScratchDir(std::move(templ)));
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  explicit ScratchDir(std::string path) : path_(std::move(path)) {}
+  std::string path_;
 };
 
 // What every stage gets, and where it leaves lines for the final summary.
@@ -43,6 +77,11 @@ struct DemoContext {
   bool tty = false;
   bool color = false;
   bool json = false;  // print nothing while running; the summary is one JSON document
+  // The node's agent, serving /metrics and the page while every stage runs;
+  // jobs report to it through `agent_socket`.
+  agent::Agent* agent = nullptr;
+  std::string agent_socket;
+  std::string work_dir;  // scratch space of the stages, removed at the end
   std::vector<std::string> summary;
 };
 
@@ -61,11 +100,11 @@ Status DevicesStage(DemoContext& ctx) {
   const device::WatchOptions watch{.interval_seconds = ctx.interval_seconds, .count = frames};
   if (ctx.json) {
     std::optional<device::Snapshot> first, last;
-    ANXIN_TRY(device::Watch(backend, ctx.clock, watch, ctx.stop,
-                            [&](const device::Snapshot& s, int) {
-                              if (!first) first = s;
-                              last = s;
-                            }));
+    ANXIN_TRY(
+        device::Watch(backend, ctx.clock, watch, ctx.stop, [&](const device::Snapshot& s, int) {
+          if (!first) first = s;
+          last = s;
+        }));
     if (first && last) {
       for (std::string& c : device::DescribeChanges(*first, *last)) ctx.summary.push_back(c);
     }
@@ -85,6 +124,57 @@ Status DevicesStage(DemoContext& ctx) {
   return Ok();
 }
 
+// The value of the first series of `name` whose labels contain `match`.
+std::optional<double> SeriesValue(std::string_view text, std::string_view name,
+                                  std::string_view match) {
+  for (std::string_view line : SplitLines(text)) {
+    if (!line.starts_with(name) || line.size() <= name.size() || line[name.size()] != '{') {
+      continue;
+    }
+    const size_t close = line.rfind('}');
+    if (close == std::string_view::npos || line.substr(0, close).find(match) == line.npos) continue;
+    double v = 0;
+    const std::string_view number = Trim(line.substr(close + 1));
+    auto [end, ec] = std::from_chars(number.data(), number.data() + number.size(), v);
+    if (ec == std::errc()) return v;
+  }
+  return std::nullopt;
+}
+
+// Stage "agent": what Prometheus would scrape from the node's agent now, for
+// the two devices the scenario pushes past the alert lines.
+Status AgentStage(DemoContext& ctx) {
+  HttpClient client("127.0.0.1", ctx.agent->port(), {.timeout = std::chrono::seconds(5)});
+  ANXIN_ASSIGN_OR_RETURN(HttpResponse r, client.Get("/metrics"));
+  if (r.status != 200) return Internal("the agent answered HTTP " + std::to_string(r.status));
+  size_t series = 0;
+  for (std::string_view line : SplitLines(r.body)) {
+    if (!line.empty() && line[0] != '#') ++series;
+  }
+  const std::string hot = "device=\"3\"";
+  const std::string leak = "device=\"5\"";
+  auto temp = SeriesValue(r.body, "anxin_device_temperature_celsius", hot);
+  auto hbm = SeriesValue(r.body, "anxin_device_memory_used_ratio", leak);
+  std::vector<std::string> lines;
+  lines.push_back(
+      fmt::format("GET {}/metrics: {} series, {} bytes", ctx.agent->url(), series, r.body.size()));
+  if (temp) {
+    lines.push_back(
+        fmt::format("NPU 3 anxin_device_temperature_celsius {:.1f} (warning at 85, "
+                    "critical at 95: deploy/prometheus/rules)",
+                    *temp));
+  }
+  if (hbm) {
+    lines.push_back(
+        fmt::format("NPU 5 anxin_device_memory_used_ratio {:.3f} (alert above 0.90)", *hbm));
+  }
+  if (!ctx.json) {
+    for (const std::string& l : lines) std::printf("  %s\n", l.c_str());
+  }
+  for (std::string& l : lines) ctx.summary.push_back(std::move(l));
+  return Ok();
+}
+
 const std::vector<DemoStage>& Stages() {
   static const std::vector<DemoStage> kStages = {
       {"devices",
@@ -92,6 +182,11 @@ const std::vector<DemoStage>& Stages() {
          return "a simulated node (" + ctx.backend->Describe() + "), watched live";
        },
        DevicesStage},
+      {"agent",
+       [](const DemoContext& ctx) {
+         return "the node's exporter: " + ctx.agent->url() + "/metrics, as Prometheus scrapes it";
+       },
+       AgentStage},
   };
   return kStages;
 }
@@ -111,27 +206,75 @@ int Run(const Options& o, const GlobalOptions& g) {
   }
   if (*interval > *seconds) {
     return ReportError(Error(ErrorCode::kInvalidArgument,
-                             "--interval " + o.interval + " is longer than --seconds " +
-                                 o.seconds + ": nothing would change between the frames"));
+                             "--interval " + o.interval + " is longer than --seconds " + o.seconds +
+                                 ": nothing would change between the frames"));
   }
   auto backend = device::CreateBackend("sim", {.scenario = o.scenario, .clock = &RealClock()});
   if (!backend) return ReportError(backend.error().With("--scenario " + o.scenario));
+  std::optional<double> stay;
+  if (!o.stay.empty()) {
+    auto parsed = ParseSeconds(o.stay);
+    if (parsed) stay = *parsed;
+    if (!stay || *stay <= 0) {
+      return ReportError(
+          Error(ErrorCode::kInvalidArgument,
+                "--stay: expected a duration above 0 like 10m, got '" + o.stay + "'"));
+    }
+  }
+  if (o.port < 0 || o.port > 65535) {
+    return ReportError(Error(ErrorCode::kInvalidArgument,
+                             "--port: expected 0 to 65535, got " + std::to_string(o.port)));
+  }
   const bool tty = isatty(STDOUT_FILENO) == 1 && !g.json;
+  // Before the agent's threads start, so that they inherit the blocked
+  // signals and Ctrl-C reaches the demo's stop token.
+  std::stop_token stop = device::StopOnInterrupt();
+  auto work = ScratchDir::Make();
+  if (!work) return ReportError(work.error());
+  agent::AgentOptions agent_options;
+  agent_options.node = "demo-node";
+  agent_options.port = o.port;
+  agent_options.socket_path = (*work)->path() + "/agent.sock";
+  agent_options.interval = std::chrono::milliseconds(500);
+  agent_options.doctor_interval = Clock::Duration::zero();
+  agent_options.version = kVersion;
+  auto agent = agent::Agent::Create(**backend, agent_options);
+  if (!agent) return ReportError(agent.error().With("the demo's agent"));
+  if (auto st = (*agent)->Start(); !st) {
+    if (o.port == 0 || st.error().code() != ErrorCode::kUnavailable) {
+      return ReportError(st.error().With("the demo's agent"));
+    }
+    // The default port is taken (an agent runs here already): any free one.
+    agent_options.port = 0;
+    agent = agent::Agent::Create(**backend, agent_options);
+    if (!agent) return ReportError(agent.error().With("the demo's agent"));
+    if (auto again = (*agent)->Start(); !again) {
+      return ReportError(again.error().With("the demo's agent"));
+    }
+  }
+  if (!g.json) {
+    std::printf("The node's agent serves %s/ (live page) and %s/metrics while the demo runs.\n\n",
+                (*agent)->url().c_str(), (*agent)->url().c_str());
+  }
   DemoContext ctx{.clock = RealClock(),
-                  .stop = device::StopOnInterrupt(),
+                  .stop = stop,
                   .backend = *std::move(backend),
                   .seconds = *seconds,
                   .interval_seconds = *interval,
                   .tty = tty,
                   .color = tty && !o.no_color && std::getenv("NO_COLOR") == nullptr,
                   .json = g.json,
+                  .agent = agent->get(),
+                  .agent_socket = agent_options.socket_path,
+                  .work_dir = (*work)->path(),
                   .summary = {}};
   const auto& stages = Stages();
   nlohmann::json stages_json = nlohmann::json::array();
   for (size_t i = 0; i < stages.size(); ++i) {
     if (ctx.stop.stop_requested()) break;
     const std::string title = stages[i].title(ctx);
-    if (!tty && !ctx.json) std::printf("== stage %zu/%zu: %s\n\n", i + 1, stages.size(), title.c_str());
+    if (!tty && !ctx.json)
+      std::printf("== stage %zu/%zu: %s\n\n", i + 1, stages.size(), title.c_str());
     std::fflush(stdout);
     ctx.summary.clear();
     if (auto st = stages[i].run(ctx); !st) {
@@ -153,6 +296,15 @@ int Run(const Options& o, const GlobalOptions& g) {
     std::printf("\nDemo interrupted.\n");
     return kExitOk;
   }
+  if (stay) {
+    std::printf("\nThe agent keeps serving %s/ for %s (Ctrl-C ends it).\n",
+                ctx.agent->url().c_str(), o.stay.c_str());
+    std::fflush(stdout);
+    const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(*stay);
+    while (!stop.stop_requested() && std::chrono::steady_clock::now() < end) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
   std::printf(
       "\nDemo done. Next: `anxin devices --watch` shows a node live, "
       "`anxin devices --scenario faults --at 75s` a node with one fault of every kind "
@@ -167,6 +319,10 @@ CommandMain Setup(CLI::App& app) {
   app.add_option("--scenario", o->scenario, "the sim scenario to play (file or built-in name)")
       ->capture_default_str();
   app.add_flag("--no-color", o->no_color, "no ANSI colours (also: NO_COLOR set)");
+  app.add_option("--port", o->port, "the demo agent's port (taken: any free one; 0: any free one)")
+      ->capture_default_str();
+  app.add_option("--stay", o->stay,
+                 "keep the agent and its page serving this long after the stages, e.g. 10m");
   return [o](const GlobalOptions& g) { return Run(*o, g); };
 }
 
