@@ -226,6 +226,9 @@ TEST_F(AscendDcmiTest, ReadsThroughDcmiWhenItLoads) {
   EXPECT_EQ(s->memory_clock_mhz, 1600);
   EXPECT_EQ(s->utilisation_percent, 87);
   EXPECT_EQ(s->health, Health::kOk);
+  // The RoCE port's state from dcmi_get_device_network_health.
+  ASSERT_EQ(s->links.size(), 1u);
+  EXPECT_TRUE(s->links[0].up);
   // npu-smi was never asked: DCMI answered everything.
   EXPECT_THAT(ReadTextFile(dir_ / "calls.log"), Not(HasSubstr("npu-smi info")));
 }
@@ -237,6 +240,8 @@ TEST_F(AscendDcmiTest, NotSupportedIsLeftOutAndNotReadyIsUnavailable) {
   ASSERT_THAT(s1, IsOk());
   EXPECT_FALSE(Reported(s1->power_watts));  // -8255
   EXPECT_EQ(s1->temperature_celsius, 37);
+  // Port detection not set up (6): no link state, rather than a made-up one.
+  EXPECT_TRUE(s1->links.empty());
   EXPECT_THAT((*b)->Sample(2),
               HasCode(ErrorCode::kUnavailable, HasSubstr("NPU 2: not ready (DCMI -8012")));
   auto s3 = (*b)->Sample(3);
@@ -245,6 +250,9 @@ TEST_F(AscendDcmiTest, NotSupportedIsLeftOutAndNotReadyIsUnavailable) {
   ASSERT_EQ(s3->error_codes.size(), 2u);
   EXPECT_EQ(s3->error_codes[0].code, "80E01801");
   EXPECT_EQ(s3->error_codes[1].code, "80CB8009");
+  // Unreachable (3): the port is down.
+  ASSERT_EQ(s3->links.size(), 1u);
+  EXPECT_FALSE(s3->links[0].up);
 }
 
 TEST_F(AscendDcmiTest, FailedInitFallsBackToNpuSmi) {

@@ -17,6 +17,8 @@
  *   hbm_used 59356          # MB
  *   hbm_freq 1600           # MHz
  *   aicore 40               # percent
+ *   network 0               # dcmi_get_device_network_health: 0 OK, 6 not
+ *                           # initialised, others a fault (3 unreachable, 5 fault)
  *   not_ready               # every call on this chip returns -8012
  *
  * A reading written "unsupported", or not given, returns -8255. Codes and
@@ -30,9 +32,19 @@
 
 enum { OK = 0, ERR_INVALID = -8001, ERR_NOT_READY = -8012, ERR_NOT_SUPPORTED = -8255 };
 
-enum { R_HEALTH, R_TEMPERATURE, R_POWER, R_HBM_TOTAL, R_HBM_USED, R_HBM_FREQ, R_AICORE, R_COUNT };
-static const char* const kNames[R_COUNT] = {"health",   "temperature", "power", "hbm_total",
-                                            "hbm_used", "hbm_freq",    "aicore"};
+enum {
+  R_HEALTH,
+  R_TEMPERATURE,
+  R_POWER,
+  R_HBM_TOTAL,
+  R_HBM_USED,
+  R_HBM_FREQ,
+  R_AICORE,
+  R_NETWORK,
+  R_COUNT
+};
+static const char* const kNames[R_COUNT] = {"health",   "temperature", "power",  "hbm_total",
+                                            "hbm_used", "hbm_freq",    "aicore", "network"};
 
 typedef struct {
   int given;
@@ -276,5 +288,12 @@ EXPORT int dcmi_get_device_utilization_rate(int card_id, int device_id, int inpu
   long long v = 0;
   int rc = get(card_id, device_id, R_AICORE, &v);
   if (rc == OK) *utilization_rate = (unsigned int)v;
+  return rc;
+}
+
+EXPORT int dcmi_get_device_network_health(int card_id, int device_id, int* result) {
+  long long v = 0;
+  int rc = get(card_id, device_id, R_NETWORK, &v);
+  if (rc == OK) *result = (int)v;
   return rc;
 }

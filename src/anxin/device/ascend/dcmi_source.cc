@@ -60,7 +60,15 @@ struct Api {
   // Optional.
   int (*pcie_info)(int, int, dcmi_pcie_info_all*) = nullptr;
   int (*logic_id)(int*, int, int) = nullptr;
+  int (*network_health)(int, int, int*) = nullptr;
 };
+
+// dcmi_get_device_network_health: 0 is a healthy RoCE port; 6 means the
+// detection has not been set up (no address to probe), which says nothing
+// about the link; any other value (socket failure, timeout, unreachable,
+// fault, ...) is a port that cannot carry traffic now.
+constexpr int kNetworkOk = 0;
+constexpr int kNetworkInit = 6;
 
 template <typename F>
 bool Load(void* lib, const char* name, F& fn) {
@@ -203,6 +211,12 @@ class DcmiSource final : public ChipSource {
     ANXIN_ASSIGN_OR_RETURN(ok, read(api_.utilisation(card, dev, kAiCoreUtilisation, &rate),
                                     "dcmi_get_device_utilization_rate"));
     s.utilisation_percent = ok ? rate : kNotReported;
+    if (api_.network_health != nullptr) {
+      int network = 0;
+      ANXIN_ASSIGN_OR_RETURN(
+          ok, read(api_.network_health(card, dev, &network), "dcmi_get_device_network_health"));
+      if (ok && network != kNetworkInit) s.links.push_back({0, network == kNetworkOk});
+    }
     return s;
   }
 
@@ -244,6 +258,7 @@ Result<std::unique_ptr<ChipSource>> MakeDcmiSource(const AscendOptions& options,
   }
   Load(api.lib, "dcmi_get_device_pcie_info", api.pcie_info);
   Load(api.lib, "dcmi_get_device_logic_id", api.logic_id);
+  Load(api.lib, "dcmi_get_device_network_health", api.network_health);
   int rc = api.init();
   if (rc != kDcmiOk) {
     dlclose(api.lib);
