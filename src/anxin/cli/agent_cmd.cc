@@ -128,7 +128,10 @@ int Run(const Options& o, const GlobalOptions& g) {
   }
 
   // --at: the sim scenario as it is that far in, on a virtual clock that
-  // then runs at the speed of the wall clock from there.
+  // stands still there. Like an agent started at that moment, the sample
+  // shows the devices' state then, and the fault-event counters start from
+  // nothing (events before a subscription are not replayed); the clock does
+  // not move on, so no later event can slip into the sample.
   std::optional<VirtualClock> virtual_clock;
   double at_seconds = 0;
   if (!o.at.empty()) {
@@ -141,7 +144,6 @@ int Run(const Options& o, const GlobalOptions& g) {
       return ReportError(Error(ErrorCode::kInvalidArgument, "--at: " + at.error().message()));
     at_seconds = *at;
     virtual_clock.emplace(RealClock().Now());
-    virtual_clock->set_auto_advance(true);
   }
   std::string backend_name = !o.backend.empty() ? o.backend : g.config.device.backend;
   if (backend_name.empty()) backend_name = std::string(device::kDefaultBackend);
