@@ -1,6 +1,6 @@
 // Small text helpers shared by every module: trimming, splitting, case,
 // strict integer parsing of tokens found in /proc, /sys, tool output and
-// configuration values, and UTF-8 checks.
+// configuration values, UTF-8 checks and XML escaping.
 //
 //   std::string_view v = Trim("  42 \n");                    // "42"
 //   std::optional<int64_t> n = ParseInt(v);                   // 42
@@ -8,6 +8,7 @@
 //   for (std::string_view line : SplitLines(text)) std::puts(std::string(line).c_str());
 //   std::vector<std::string_view> words = SplitWords("a  b\tc");   // "a", "b", "c"
 //   size_t len = Utf8SequenceLength("\xc3\xa9!", 0);            // 2 (U+00E9)
+//   std::string xml = XmlEscape("a < \"b\"");                  // "a &lt; &quot;b&quot;"
 //
 // Thread safety: pure functions.
 #ifndef ANXIN_BASE_STRINGS_H_
@@ -37,6 +38,9 @@ std::vector<std::string_view> Split(std::string_view s, char sep);
 std::optional<int64_t> ParseInt(std::string_view s);
 // ASCII lower case.
 std::string ToLower(std::string_view s);
+// Text for XML and HTML, in element content and in quoted attribute values:
+// '<', '>', '&' and '"' become entities; every other byte is kept.
+std::string XmlEscape(std::string_view s);
 
 // Length (1..4) of the well-formed UTF-8 sequence that starts at s[i]; 0 when
 // the bytes there are not one: a stray continuation byte, a sequence cut off

@@ -41,6 +41,13 @@ TEST(StringsTest, ParseIntIsStrict) {
 
 TEST(StringsTest, ToLowerIsAscii) { EXPECT_EQ(ToLower("HCCL_Algo"), "hccl_algo"); }
 
+TEST(StringsTest, XmlEscapeReplacesMarkupCharacters) {
+  EXPECT_EQ(XmlEscape("t <&> \"q\" 'a'"), "t &lt;&amp;&gt; &quot;q&quot; 'a'");
+  EXPECT_EQ(XmlEscape("&amp;"), "&amp;amp;");
+  EXPECT_EQ(XmlEscape(""), "");
+  EXPECT_EQ(XmlEscape("caf\xc3\xa9"), "caf\xc3\xa9");
+}
+
 TEST(StringsTest, Utf8SequenceLengthAcceptsEachWellFormedLength) {
   EXPECT_EQ(Utf8SequenceLength("a", 0), 1u);
   EXPECT_EQ(Utf8SequenceLength(std::string_view("\0", 1), 0), 1u);
