@@ -7,6 +7,7 @@
 //   std::string text = "cpu0\ncpu1\n";
 //   for (std::string_view line : SplitLines(text)) std::puts(std::string(line).c_str());
 //   std::vector<std::string_view> words = SplitWords("a  b\tc");   // "a", "b", "c"
+//   bool same = EqualsIgnoreCase("Content-Length", "content-length");  // true
 //   size_t len = Utf8SequenceLength("\xc3\xa9!", 0);            // 2 (U+00E9)
 //   std::string xml = XmlEscape("a < \"b\"");                  // "a &lt; &quot;b&quot;"
 //
@@ -38,6 +39,10 @@ std::vector<std::string_view> Split(std::string_view s, char sep);
 std::optional<int64_t> ParseInt(std::string_view s);
 // ASCII lower case.
 std::string ToLower(std::string_view s);
+// True when a and b differ at most in the case of ASCII letters (HTTP header
+// names, tokens); other bytes compare exactly, whatever the locale.
+bool EqualsIgnoreCase(std::string_view a, std::string_view b);
+
 // Text for XML and HTML, in element content and in quoted attribute values:
 // '<', '>', '&' and '"' become entities; every other byte is kept.
 std::string XmlEscape(std::string_view s);

@@ -41,6 +41,18 @@ TEST(StringsTest, ParseIntIsStrict) {
 
 TEST(StringsTest, ToLowerIsAscii) { EXPECT_EQ(ToLower("HCCL_Algo"), "hccl_algo"); }
 
+TEST(StringsTest, EqualsIgnoreCaseFoldsAsciiLettersOnly) {
+  EXPECT_TRUE(EqualsIgnoreCase("Content-Length", "content-LENGTH"));
+  EXPECT_TRUE(EqualsIgnoreCase("", ""));
+  EXPECT_FALSE(EqualsIgnoreCase("chunked", "chunke"));
+  EXPECT_FALSE(EqualsIgnoreCase("close", "clone"));
+  // '@' and '`' sit next to the letters; only letters fold.
+  EXPECT_FALSE(EqualsIgnoreCase("@", "`"));
+  EXPECT_FALSE(EqualsIgnoreCase("[", "{"));
+  // Bytes above ASCII compare exactly (no locale folding of U+00C9/U+00E9).
+  EXPECT_FALSE(EqualsIgnoreCase("\xc3\x89", "\xc3\xa9"));
+}
+
 TEST(StringsTest, XmlEscapeReplacesMarkupCharacters) {
   EXPECT_EQ(XmlEscape("t <&> \"q\" 'a'"), "t &lt;&amp;&gt; &quot;q&quot; 'a'");
   EXPECT_EQ(XmlEscape("&amp;"), "&amp;amp;");
