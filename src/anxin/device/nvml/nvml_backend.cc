@@ -19,17 +19,6 @@
 namespace anxin::device::nvml {
 namespace {
 
-FaultEvent Fault(int index, Clock::TimePoint time, FaultKind kind, std::string message,
-                 std::string code = "") {
-  FaultEvent e;
-  e.index = index;
-  e.time = time;
-  e.kind = kind;
-  e.code = std::move(code);
-  e.message = std::move(message);
-  return e;
-}
-
 // The part of the NVML C API this backend uses, declared from NVIDIA's public
 // API documentation (values as documented for nvml.h).
 using nvmlReturn_t = int;
@@ -355,8 +344,8 @@ class NvmlBackend final : public DeviceBackend {
     lost_published_[index] = true;
     lock.unlock();
     if (first) {
-      Publish(Fault(index, clock_.Now(), FaultKind::kDeviceLost,
-                    fmt::format("GPU {} is lost (NVML_ERROR_GPU_IS_LOST)", index)));
+      Publish(MakeFaultEvent(index, clock_.Now(), FaultKind::kDeviceLost,
+                             fmt::format("GPU {} is lost (NVML_ERROR_GPU_IS_LOST)", index)));
     }
     return LostError(index);
   }
@@ -483,11 +472,11 @@ class NvmlBackend final : public DeviceBackend {
           codes.push_back(code);
         }
       }
-      Publish(
-          Fault(index, clock_.Now(), FaultKind::kErrorRaised,
-                fmt::format("GPU {}: {} ({}){}{}", index, code.code, SeverityName(code.severity),
-                            code.text.empty() ? "" : ": ", code.text),
-                code.code));
+      Publish(MakeFaultEvent(
+          index, clock_.Now(), FaultKind::kErrorRaised,
+          fmt::format("GPU {}: {} ({}){}{}", index, code.code, SeverityName(code.severity),
+                      code.text.empty() ? "" : ": ", code.text),
+          code.code));
     }
   }
 
@@ -520,8 +509,8 @@ class NvmlBackend final : public DeviceBackend {
       std::string why = out.stderr_text.empty() ? out.stdout_text : out.stderr_text;
       while (!why.empty() && std::isspace(static_cast<unsigned char>(why.back()))) why.pop_back();
       std::replace(why.begin(), why.end(), '\n', ' ');
-      Publish(Fault(index, clock_.Now(), FaultKind::kResetFailed,
-                    fmt::format("GPU {}: reset failed", index)));
+      Publish(MakeFaultEvent(index, clock_.Now(), FaultKind::kResetFailed,
+                             fmt::format("GPU {}: reset failed", index)));
       return Unavailable(
           fmt::format("GPU {}: nvidia-smi -r -i {} {}: {}", index, gpu, out.Describe(), why));
     }
@@ -531,8 +520,8 @@ class NvmlBackend final : public DeviceBackend {
       lost_published_[index] = false;
       xids_[index].clear();
     }
-    Publish(Fault(index, clock_.Now(), FaultKind::kResetDone,
-                  fmt::format("GPU {}: reset done", index)));
+    Publish(MakeFaultEvent(index, clock_.Now(), FaultKind::kResetDone,
+                           fmt::format("GPU {}: reset done", index)));
     return Ok();
   }
 
