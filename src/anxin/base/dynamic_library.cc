@@ -2,7 +2,16 @@
 
 #include <fmt/format.h>
 
+#include <cstdlib>
+
 namespace anxin {
+
+std::string LibraryPath(std::string_view configured, const char* env_var,
+                        std::string_view fallback) {
+  if (!configured.empty()) return std::string(configured);
+  const char* env = std::getenv(env_var);
+  return std::string(env != nullptr && *env != '\0' ? std::string_view(env) : fallback);
+}
 
 Result<void*> OpenLibrary(std::string_view who, const std::string& path, std::string_view advice,
                           int scope) {

@@ -3,8 +3,9 @@
 // missing library is an error that names it and says what to install, a
 // missing function a false the caller turns into its own advice.
 //
-//   ANXIN_ASSIGN_OR_RETURN(void* lib, OpenLibrary("cuda provider", "libcuda.so.1",
-//                                                 "install the NVIDIA driver"));
+//   std::string path = LibraryPath(/*configured=*/"", "ANXIN_CUDA_LIBRARY", "libcuda.so.1");
+//   ANXIN_ASSIGN_OR_RETURN(void* lib,
+//                          OpenLibrary("cuda provider", path, "install the NVIDIA driver"));
 //   int (*cu_init)(unsigned) = nullptr;
 //   if (!LoadSymbol(lib, "cuInit", cu_init)) {
 //     dlclose(lib);
@@ -23,6 +24,11 @@
 #include "anxin/base/error.h"
 
 namespace anxin {
+
+// The library to open: `configured` (an option) when set, else the value of
+// the environment variable env_var when set and not empty, else fallback.
+std::string LibraryPath(std::string_view configured, const char* env_var,
+                        std::string_view fallback);
 
 // dlopen(path, RTLD_NOW | scope) (scope: RTLD_LOCAL or RTLD_GLOBAL). When
 // that fails, kUnavailable "WHO: cannot load PATH (DLERROR): ADVICE", without

@@ -2,6 +2,7 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <stdlib.h>
 
 #include <cstring>
 
@@ -13,6 +14,18 @@ namespace {
 using ::anxin::testing::HasCode;
 using ::anxin::testing::IsOk;
 using ::testing::HasSubstr;
+
+TEST(DynamicLibraryTest, LibraryPathPrefersTheOptionThenTheEnvironment) {
+  const char* var = "ANXIN_DYNAMIC_LIBRARY_TEST_PATH";
+  unsetenv(var);
+  EXPECT_EQ(LibraryPath("", var, "libx.so.1"), "libx.so.1");
+  setenv(var, "", 1);  // set but empty: as if unset
+  EXPECT_EQ(LibraryPath("", var, "libx.so.1"), "libx.so.1");
+  setenv(var, "/opt/x/libx.so.1", 1);
+  EXPECT_EQ(LibraryPath("", var, "libx.so.1"), "/opt/x/libx.so.1");
+  EXPECT_EQ(LibraryPath("/usr/lib/libx.so", var, "libx.so.1"), "/usr/lib/libx.so");
+  unsetenv(var);
+}
 
 TEST(DynamicLibraryTest, LoadsFunctionsOfARealLibrary) {
   Result<void*> lib = OpenLibrary("test", "libc.so.6", "");

@@ -224,11 +224,7 @@ class DcmiSource final : public ChipSource {
 }  // namespace
 
 Result<std::unique_ptr<ChipSource>> MakeDcmiSource(const AscendOptions& options, Clock& clock) {
-  std::string library = options.dcmi_library;
-  if (library.empty()) {
-    const char* env = std::getenv("ANXIN_DCMI_LIBRARY");
-    library = env != nullptr && *env != '\0' ? env : "libdcmi.so";
-  }
+  std::string library = LibraryPath(options.dcmi_library, "ANXIN_DCMI_LIBRARY", "libdcmi.so");
   Api api;
   ANXIN_ASSIGN_OR_RETURN(api.lib, OpenLibrary("", library, ""));
   bool ok = LoadSymbol(api.lib, "dcmi_init", api.init) &&

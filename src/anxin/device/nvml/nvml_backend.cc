@@ -543,11 +543,7 @@ class NvmlBackend final : public DeviceBackend {
 }  // namespace
 
 Result<std::unique_ptr<DeviceBackend>> MakeNvmlBackend(const NvmlOptions& options, Clock& clock) {
-  std::string library = options.library;
-  if (library.empty()) {
-    const char* env = std::getenv("ANXIN_NVML_LIBRARY");
-    library = env != nullptr && *env != '\0' ? env : "libnvidia-ml.so.1";
-  }
+  std::string library = LibraryPath(options.library, "ANXIN_NVML_LIBRARY", "libnvidia-ml.so.1");
   Api api;
   ANXIN_ASSIGN_OR_RETURN(
       api.lib, OpenLibrary("nvml", library,
