@@ -7,23 +7,13 @@
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 
-#include <cctype>
 #include <mutex>
 #include <thread>
 
+#include "anxin/base/strings.h"
+
 namespace anxin {
 namespace {
-
-bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (std::tolower(static_cast<unsigned char>(a[i])) !=
-        std::tolower(static_cast<unsigned char>(b[i]))) {
-      return false;
-    }
-  }
-  return true;
-}
 
 std::optional<std::string> Find(const HttpHeaders& list, std::string_view name, bool ignore_case) {
   for (const auto& [k, v] : list) {

@@ -1,17 +1,21 @@
-// Small text helpers shared by every module: trimming, splitting, case and
+// Small text helpers shared by every module: trimming, splitting, case,
 // strict integer parsing of tokens found in /proc, /sys, tool output and
-// configuration values.
+// configuration values, UTF-8 checks and XML escaping.
 //
 //   std::string_view v = Trim("  42 \n");                    // "42"
 //   std::optional<int64_t> n = ParseInt(v);                   // 42
 //   std::string text = "cpu0\ncpu1\n";
 //   for (std::string_view line : SplitLines(text)) std::puts(std::string(line).c_str());
 //   std::vector<std::string_view> words = SplitWords("a  b\tc");   // "a", "b", "c"
+//   bool same = EqualsIgnoreCase("Content-Length", "content-length");  // true
+//   size_t len = Utf8SequenceLength("\xc3\xa9!", 0);            // 2 (U+00E9)
+//   std::string xml = XmlEscape("a < \"b\"");                  // "a &lt; &quot;b&quot;"
 //
 // Thread safety: pure functions.
 #ifndef ANXIN_BASE_STRINGS_H_
 #define ANXIN_BASE_STRINGS_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -35,6 +39,47 @@ std::vector<std::string_view> Split(std::string_view s, char sep);
 std::optional<int64_t> ParseInt(std::string_view s);
 // ASCII lower case.
 std::string ToLower(std::string_view s);
+// True when a and b differ at most in the case of ASCII letters (HTTP header
+// names, tokens); other bytes compare exactly, whatever the locale.
+bool EqualsIgnoreCase(std::string_view a, std::string_view b);
+
+// Text for XML and HTML, in element content and in quoted attribute values:
+// '<', '>', '&' and '"' become entities; every other byte is kept.
+std::string XmlEscape(std::string_view s);
+
+// Length (1..4) of the well-formed UTF-8 sequence that starts at s[i]; 0 when
+// the bytes there are not one: a stray continuation byte, a sequence cut off
+// by the end of s, an overlong form, a surrogate (U+D800..U+DFFF) or a code
+// point above U+10FFFF. REQUIRES: i < s.size().
+// Inline because libanxin_sdk.so (through monitor/sdk_wire_format.h) uses it
+// and links no anxin library.
+inline size_t Utf8SequenceLength(std::string_view s, size_t i) {
+  auto byte = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
+  unsigned char c = byte(i);
+  if (c < 0x80) return 1;
+  size_t len;
+  uint32_t cp;
+  if ((c & 0xe0) == 0xc0) {
+    len = 2;
+    cp = c & 0x1f;
+  } else if ((c & 0xf0) == 0xe0) {
+    len = 3;
+    cp = c & 0x0f;
+  } else if ((c & 0xf8) == 0xf0) {
+    len = 4;
+    cp = c & 0x07;
+  } else {
+    return 0;
+  }
+  if (s.size() - i < len) return 0;
+  for (size_t k = 1; k < len; ++k) {
+    if ((byte(i + k) & 0xc0) != 0x80) return 0;
+    cp = (cp << 6) | (byte(i + k) & 0x3f);
+  }
+  static constexpr uint32_t kMin[5] = {0, 0, 0x80, 0x800, 0x10000};
+  if (cp < kMin[len] || (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff) return 0;
+  return len;
+}
 
 }  // namespace anxin
 

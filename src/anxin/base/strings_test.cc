@@ -41,5 +41,66 @@ TEST(StringsTest, ParseIntIsStrict) {
 
 TEST(StringsTest, ToLowerIsAscii) { EXPECT_EQ(ToLower("HCCL_Algo"), "hccl_algo"); }
 
+TEST(StringsTest, EqualsIgnoreCaseFoldsAsciiLettersOnly) {
+  EXPECT_TRUE(EqualsIgnoreCase("Content-Length", "content-LENGTH"));
+  EXPECT_TRUE(EqualsIgnoreCase("", ""));
+  EXPECT_FALSE(EqualsIgnoreCase("chunked", "chunke"));
+  EXPECT_FALSE(EqualsIgnoreCase("close", "clone"));
+  // '@' and '`' sit next to the letters; only letters fold.
+  EXPECT_FALSE(EqualsIgnoreCase("@", "`"));
+  EXPECT_FALSE(EqualsIgnoreCase("[", "{"));
+  // Bytes above ASCII compare exactly (no locale folding of U+00C9/U+00E9).
+  EXPECT_FALSE(EqualsIgnoreCase("\xc3\x89", "\xc3\xa9"));
+}
+
+TEST(StringsTest, XmlEscapeReplacesMarkupCharacters) {
+  EXPECT_EQ(XmlEscape("t <&> \"q\" 'a'"), "t &lt;&amp;&gt; &quot;q&quot; 'a'");
+  EXPECT_EQ(XmlEscape("&amp;"), "&amp;amp;");
+  EXPECT_EQ(XmlEscape(""), "");
+  EXPECT_EQ(XmlEscape("caf\xc3\xa9"), "caf\xc3\xa9");
+}
+
+TEST(StringsTest, Utf8SequenceLengthAcceptsEachWellFormedLength) {
+  EXPECT_EQ(Utf8SequenceLength("a", 0), 1u);
+  EXPECT_EQ(Utf8SequenceLength(std::string_view("\0", 1), 0), 1u);
+  EXPECT_EQ(Utf8SequenceLength("\xc2\x80", 0), 2u);          // U+0080, the smallest 2-byte
+  EXPECT_EQ(Utf8SequenceLength("\xdf\xbf", 0), 2u);          // U+07FF
+  EXPECT_EQ(Utf8SequenceLength("\xe0\xa0\x80", 0), 3u);      // U+0800
+  EXPECT_EQ(Utf8SequenceLength("\xed\x9f\xbf", 0), 3u);      // U+D7FF, below the surrogates
+  EXPECT_EQ(Utf8SequenceLength("\xee\x80\x80", 0), 3u);      // U+E000, above them
+  EXPECT_EQ(Utf8SequenceLength("\xf0\x90\x80\x80", 0), 4u);  // U+10000
+  EXPECT_EQ(Utf8SequenceLength("\xf4\x8f\xbf\xbf", 0), 4u);  // U+10FFFF, the largest
+  EXPECT_EQ(Utf8SequenceLength("x\xe2\x82\xac", 1), 3u);     // at an offset
+}
+
+TEST(StringsTest, Utf8SequenceLengthRejectsOverlongForms) {
+  EXPECT_EQ(Utf8SequenceLength("\xc0\xaf", 0), 0u);          // '/' in 2 bytes
+  EXPECT_EQ(Utf8SequenceLength("\xc1\xbf", 0), 0u);          // U+007F in 2 bytes
+  EXPECT_EQ(Utf8SequenceLength("\xe0\x9f\xbf", 0), 0u);      // U+07FF in 3 bytes
+  EXPECT_EQ(Utf8SequenceLength("\xf0\x8f\xbf\xbf", 0), 0u);  // U+FFFF in 4 bytes
+}
+
+TEST(StringsTest, Utf8SequenceLengthRejectsSurrogatesAndBeyondU10FFFF) {
+  EXPECT_EQ(Utf8SequenceLength("\xed\xa0\x80", 0), 0u);          // U+D800
+  EXPECT_EQ(Utf8SequenceLength("\xed\xbf\xbf", 0), 0u);          // U+DFFF
+  EXPECT_EQ(Utf8SequenceLength("\xf4\x90\x80\x80", 0), 0u);      // U+110000
+  EXPECT_EQ(Utf8SequenceLength("\xf7\xbf\xbf\xbf", 0), 0u);      // U+1FFFFF
+  EXPECT_EQ(Utf8SequenceLength("\xf8\x88\x80\x80\x80", 0), 0u);  // 5-byte lead
+  EXPECT_EQ(Utf8SequenceLength("\xff", 0), 0u);
+}
+
+TEST(StringsTest, Utf8SequenceLengthRejectsTruncatedAndStrayBytes) {
+  EXPECT_EQ(Utf8SequenceLength("\xc3", 0), 0u);  // cut off by the end
+  EXPECT_EQ(Utf8SequenceLength("\xe2\x82", 0), 0u);
+  EXPECT_EQ(Utf8SequenceLength("\xf0\x9f\x98", 0), 0u);
+  EXPECT_EQ(Utf8SequenceLength("\xe2\x82\xac", 0), 3u);  // the same, whole
+  EXPECT_EQ(Utf8SequenceLength("\xe2\x82"
+                               "a",
+                               0),
+            0u);                                         // a non-continuation byte inside
+  EXPECT_EQ(Utf8SequenceLength("\x80", 0), 0u);          // a continuation byte alone
+  EXPECT_EQ(Utf8SequenceLength("\xe2\x82\xac", 1), 0u);  // the middle of a sequence
+}
+
 }  // namespace
 }  // namespace anxin

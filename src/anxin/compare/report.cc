@@ -7,6 +7,8 @@
 #include <cmath>
 #include <functional>
 
+#include "anxin/base/strings.h"
+
 namespace anxin::compare {
 namespace {
 
@@ -29,29 +31,6 @@ std::string Csv(std::string s) {
   std::string q = "\"";
   for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
   return q + "\"";
-}
-
-std::string Html(const std::string& s) {
-  std::string o;
-  for (char c : s) {
-    switch (c) {
-      case '<':
-        o += "&lt;";
-        break;
-      case '>':
-        o += "&gt;";
-        break;
-      case '&':
-        o += "&amp;";
-        break;
-      case '"':
-        o += "&quot;";
-        break;
-      default:
-        o += c;
-    }
-  }
-  return o;
 }
 
 std::string Dtypes(const PairResult& p) {
@@ -500,8 +479,8 @@ pre{font-size:12px;white-space:pre-wrap;margin:4px 0}
 svg text{font:11px system-ui,sans-serif;fill:#5b6475}
 </style></head><body>
 )";
-  h += "<h1>anxin compare</h1><div class=\"sub\">output <code>" + Html(r.out_path) +
-       "</code> against reference <code>" + Html(r.ref_path) + "</code></div>\n";
+  h += "<h1>anxin compare</h1><div class=\"sub\">output <code>" + XmlEscape(r.out_path) +
+       "</code> against reference <code>" + XmlEscape(r.ref_path) + "</code></div>\n";
   h += fmt::format(
       "<div class=\"cards\"><div class=\"card\"><b>{}</b>pairs</div>"
       "<div class=\"card pass\"><b>{}</b>pass</div><div class=\"card warn\"><b>{}</b>warn</div>"
@@ -563,9 +542,9 @@ svg text{font:11px system-ui,sans-serif;fill:#5b6475}
     if (fails + warns == 0) continue;
     const PairResult& p = r.pairs[top];
     const double yt = std::isnan(ys[top]) ? hi : ys[top];
-    std::string title = e - b == 1 ? fmt::format("{}: {}", b, Html(p.name))
+    std::string title = e - b == 1 ? fmt::format("{}: {}", b, XmlEscape(p.name))
                                    : fmt::format("{} .. {}: {} fail, {} warn; worst {}: {}", b,
-                                                 e - 1, fails, warns, top, Html(p.name));
+                                                 e - 1, fails, warns, top, XmlEscape(p.name));
     marks += fmt::format(
         "<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3\" fill=\"{}\"><title>{}</title></circle>\n", x,
         Y(yt), p.verdict == Verdict::kFail ? "#c53030" : "#d69e2e", title);
@@ -585,18 +564,19 @@ svg text{font:11px system-ui,sans-serif;fill:#5b6475}
   if (r.first_divergence) {
     const PairResult& p = r.pairs[*r.first_divergence];
     h += "<div class=\"box\"><b>First divergence</b>: #" + std::to_string(*r.first_divergence) +
-         " <code>" + Html(p.name) + "</code> <span class=\"" + std::string(VerdictName(p.verdict)) +
-         "\">" + std::string(VerdictName(p.verdict)) + "</span>";
-    for (const auto& why : p.reasons) h += " &middot; " + Html(why);
+         " <code>" + XmlEscape(p.name) + "</code> <span class=\"" +
+         std::string(VerdictName(p.verdict)) + "\">" + std::string(VerdictName(p.verdict)) +
+         "</span>";
+    for (const auto& why : p.reasons) h += " &middot; " + XmlEscape(why);
     if (!r.first_divergence_modules.empty()) {
       h += "<br>in";
       for (size_t k = 0; k < r.first_divergence_modules.size(); ++k)
-        h += std::string(k ? " &lt;" : "") + " <code>" + Html(r.first_divergence_modules[k]) +
+        h += std::string(k ? " &lt;" : "") + " <code>" + XmlEscape(r.first_divergence_modules[k]) +
              "</code>";
     }
     if (!r.first_divergence_stack.empty()) {
       h += "<pre>";
-      for (const auto& line : r.first_divergence_stack) h += Html(line) + "\n";
+      for (const auto& line : r.first_divergence_stack) h += XmlEscape(line) + "\n";
       h += "</pre>";
     }
     h += "</div>\n";
@@ -634,8 +614,8 @@ svg text{font:11px system-ui,sans-serif;fill:#5b6475}
     h += fmt::format(
         "<tr><td class=\"num\" data-v=\"{}\">{}</td><td class=\"{}\" data-v=\"{}\">"
         "{}</td><td class=\"name\" title=\"{}\">{}</td><td>{}</td><td>{}</td>",
-        i, i, v, VerdictRank(p.verdict), v, Html(p.name), Html(p.name), Html(Dtypes(p)),
-        Html(ShapeString(p.out_shape)));
+        i, i, v, VerdictRank(p.verdict), v, XmlEscape(p.name), XmlEscape(p.name),
+        XmlEscape(Dtypes(p)), XmlEscape(ShapeString(p.out_shape)));
     if (p.metrics) {
       const Metrics& m = *p.metrics;
       for (double x : {m.cosine, m.max_abs_err, m.max_rel_err, m.mean_abs_err, m.rmse,
@@ -650,13 +630,14 @@ svg text{font:11px system-ui,sans-serif;fill:#5b6475}
     h += p.stat_diffs ? num(p.stat_diffs->Worst()) : none();
     std::string why;
     for (size_t k = 0; k < p.reasons.size(); ++k) why += (k ? "; " : "") + p.reasons[k];
-    h += "<td>" + Html(why) + "</td></tr>\n";
+    h += "<td>" + XmlEscape(why) + "</td></tr>\n";
   }
   h += "</tbody></table>\n";
   if (!r.unmatched_out.empty() || !r.unmatched_ref.empty()) {
     h += "<div class=\"box\"><b>Unmatched</b>";
-    for (const auto& n : r.unmatched_out) h += "<br>output only: <code>" + Html(n) + "</code>";
-    for (const auto& n : r.unmatched_ref) h += "<br>reference only: <code>" + Html(n) + "</code>";
+    for (const auto& n : r.unmatched_out) h += "<br>output only: <code>" + XmlEscape(n) + "</code>";
+    for (const auto& n : r.unmatched_ref)
+      h += "<br>reference only: <code>" + XmlEscape(n) + "</code>";
     h += "</div>\n";
   }
   h += R"(<script>

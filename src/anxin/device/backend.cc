@@ -98,4 +98,15 @@ Error DeviceBackend::CannotDo(std::string_view operation, std::string_view advic
                fmt::format("backend '{}' cannot {}: {}", name(), operation, advice));
 }
 
+FaultEvent MakeFaultEvent(int index, Clock::TimePoint time, FaultKind kind, std::string message,
+                          std::string code) {
+  FaultEvent e;
+  e.index = index;
+  e.time = time;
+  e.kind = kind;
+  e.code = std::move(code);
+  e.message = std::move(message);
+  return e;
+}
+
 }  // namespace anxin::device

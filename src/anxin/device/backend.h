@@ -132,6 +132,9 @@ struct FaultEvent {
   int port = -1;     // for link kinds
   std::string message;
 };
+// An event of an error or device kind (no port), as backends report them.
+FaultEvent MakeFaultEvent(int index, Clock::TimePoint time, FaultKind kind, std::string message,
+                          std::string code = "");
 using FaultCallback = std::function<void(const FaultEvent&)>;
 
 // Ends a fault subscription when destroyed or cancelled. Move-only.

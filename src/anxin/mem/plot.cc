@@ -5,31 +5,10 @@
 #include <algorithm>
 #include <cmath>
 
+#include "anxin/base/strings.h"
+
 namespace anxin::mem {
 namespace {
-
-std::string Escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '&':
-        out += "&amp;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
 
 const char* ColorFor(const std::string& name) {
   if (name == "pytorch-actual") return "#d62728";
@@ -61,7 +40,7 @@ std::string ReplaySvg(const ReplayResult& r, const std::string& title) {
       "{1}\" font-family=\"sans-serif\" font-size=\"12\">\n"
       "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
       "<text x=\"{2}\" y=\"22\" font-size=\"15\" font-weight=\"bold\">{3}</text>\n",
-      kW, kH, kLeft, Escape(title));
+      kW, kH, kLeft, XmlEscape(title));
   for (double g = 0; g <= top_gib + 1e-9; g += step) {
     double yy = y(g * kGiB);
     svg += fmt::format(
@@ -105,7 +84,7 @@ std::string ReplaySvg(const ReplayResult& r, const std::string& title) {
     svg += fmt::format(
         "<line x1=\"{0:.1f}\" y1=\"{1:.1f}\" x2=\"{2:.1f}\" y2=\"{1:.1f}\" stroke=\"{3}\" "
         "stroke-width=\"3\"/><text x=\"{4:.1f}\" y=\"{5:.1f}\">{6}</text>\n",
-        kLeft + pw - 330, ly, kLeft + pw - 310, color, kLeft + pw - 304, ly + 4, Escape(text));
+        kLeft + pw - 330, ly, kLeft + pw - 310, color, kLeft + pw - 304, ly + 4, XmlEscape(text));
     ly += 14;
   }
   svg += "</svg>\n";

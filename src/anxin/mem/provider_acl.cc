@@ -8,6 +8,7 @@
 
 #include <cstring>
 
+#include "anxin/base/dynamic_library.h"
 #include "anxin/mem/provider.h"
 
 namespace anxin::mem {
@@ -49,12 +50,6 @@ struct AclApi {
   aclError (*aclrtSynchronizeDevice)();
   aclError (*aclrtMemGetAllocationGranularity)(AclPhysicalMemProp*, int, size_t*);
 };
-
-template <typename F>
-bool Load(void* lib, const char* name, F& fn) {
-  fn = reinterpret_cast<F>(dlsym(lib, name));
-  return fn != nullptr;
-}
 
 class AclProvider final : public Provider {
  public:
@@ -134,26 +129,25 @@ class AclProvider final : public Provider {
 }  // namespace
 
 Result<std::unique_ptr<Provider>> MakeAclProvider(int device) {
-  void* lib = dlopen("libascendcl.so", RTLD_NOW | RTLD_LOCAL);
-  if (!lib) {
-    return Unavailable(
-        fmt::format("acl provider: cannot load libascendcl.so ({}): install CANN and source "
-                    "set_env.sh (LD_LIBRARY_PATH), or use provider:sim on a machine without an NPU",
-                    dlerror()));
-  }
+  ANXIN_ASSIGN_OR_RETURN(void* lib,
+                         OpenLibrary("acl provider", "libascendcl.so",
+                                     "install CANN and source set_env.sh (LD_LIBRARY_PATH), or "
+                                     "use provider:sim on a machine without an NPU"));
   AclApi api{};
-  bool ok = Load(lib, "aclrtSetDevice", api.aclrtSetDevice) &&
-            Load(lib, "aclrtGetMemInfo", api.aclrtGetMemInfo) &&
-            Load(lib, "aclrtMalloc", api.aclrtMalloc) && Load(lib, "aclrtFree", api.aclrtFree);
+  bool ok = LoadSymbol(lib, "aclrtSetDevice", api.aclrtSetDevice) &&
+            LoadSymbol(lib, "aclrtGetMemInfo", api.aclrtGetMemInfo) &&
+            LoadSymbol(lib, "aclrtMalloc", api.aclrtMalloc) &&
+            LoadSymbol(lib, "aclrtFree", api.aclrtFree);
   if (!ok) return Unavailable("acl provider: libascendcl.so lacks aclrtMalloc; update CANN");
-  bool vmm = Load(lib, "aclrtReserveMemAddress", api.aclrtReserveMemAddress) &&
-             Load(lib, "aclrtReleaseMemAddress", api.aclrtReleaseMemAddress) &&
-             Load(lib, "aclrtMallocPhysical", api.aclrtMallocPhysical) &&
-             Load(lib, "aclrtFreePhysical", api.aclrtFreePhysical) &&
-             Load(lib, "aclrtMapMem", api.aclrtMapMem) &&
-             Load(lib, "aclrtUnmapMem", api.aclrtUnmapMem) &&
-             Load(lib, "aclrtSynchronizeDevice", api.aclrtSynchronizeDevice) &&
-             Load(lib, "aclrtMemGetAllocationGranularity", api.aclrtMemGetAllocationGranularity);
+  bool vmm =
+      LoadSymbol(lib, "aclrtReserveMemAddress", api.aclrtReserveMemAddress) &&
+      LoadSymbol(lib, "aclrtReleaseMemAddress", api.aclrtReleaseMemAddress) &&
+      LoadSymbol(lib, "aclrtMallocPhysical", api.aclrtMallocPhysical) &&
+      LoadSymbol(lib, "aclrtFreePhysical", api.aclrtFreePhysical) &&
+      LoadSymbol(lib, "aclrtMapMem", api.aclrtMapMem) &&
+      LoadSymbol(lib, "aclrtUnmapMem", api.aclrtUnmapMem) &&
+      LoadSymbol(lib, "aclrtSynchronizeDevice", api.aclrtSynchronizeDevice) &&
+      LoadSymbol(lib, "aclrtMemGetAllocationGranularity", api.aclrtMemGetAllocationGranularity);
   if (aclError rc = api.aclrtSetDevice(device); rc != 0) {
     return Unavailable(fmt::format(
         "acl provider: aclrtSetDevice({}) failed (aclError {}): check the device with npu-smi "

@@ -6,6 +6,7 @@
 
 #include <cstring>
 
+#include "anxin/base/dynamic_library.h"
 #include "anxin/mem/provider.h"
 
 namespace anxin::mem {
@@ -69,12 +70,6 @@ struct CudaApi {
   CUresult (*cuMemAlloc)(CUdeviceptr*, size_t);
   CUresult (*cuMemFree)(CUdeviceptr);
 };
-
-template <typename F>
-bool Load(void* lib, const char* name, F& fn) {
-  fn = reinterpret_cast<F>(dlsym(lib, name));
-  return fn != nullptr;
-}
 
 class CudaProvider final : public Provider {
  public:
@@ -180,36 +175,35 @@ class CudaProvider final : public Provider {
 
 Result<std::unique_ptr<Provider>> MakeCudaProvider(int device) {
   CudaApi api{};
-  api.lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (!api.lib) {
-    return Unavailable(fmt::format(
-        "cuda provider: cannot load libcuda.so.1 ({}): install the NVIDIA driver, or use "
-        "provider:sim (ANXIN_ALLOC_CONF=provider:sim) on a machine without a GPU",
-        dlerror()));
-  }
-  bool ok = Load(api.lib, "cuInit", api.cuInit) && Load(api.lib, "cuDeviceGet", api.cuDeviceGet) &&
-            Load(api.lib, "cuDeviceGetAttribute", api.cuDeviceGetAttribute) &&
-            Load(api.lib, "cuDeviceTotalMem_v2", api.cuDeviceTotalMem) &&
-            Load(api.lib, "cuCtxGetCurrent", api.cuCtxGetCurrent) &&
-            Load(api.lib, "cuCtxSetCurrent", api.cuCtxSetCurrent) &&
-            Load(api.lib, "cuCtxSynchronize", api.cuCtxSynchronize) &&
-            Load(api.lib, "cuDevicePrimaryCtxRetain", api.cuDevicePrimaryCtxRetain) &&
-            Load(api.lib, "cuGetErrorString", api.cuGetErrorString) &&
-            Load(api.lib, "cuMemAlloc_v2", api.cuMemAlloc) &&
-            Load(api.lib, "cuMemFree_v2", api.cuMemFree);
+  ANXIN_ASSIGN_OR_RETURN(api.lib, OpenLibrary("cuda provider", "libcuda.so.1",
+                                              "install the NVIDIA driver, or use provider:sim "
+                                              "(ANXIN_ALLOC_CONF=provider:sim) on a machine "
+                                              "without a GPU"));
+  bool ok = LoadSymbol(api.lib, "cuInit", api.cuInit) &&
+            LoadSymbol(api.lib, "cuDeviceGet", api.cuDeviceGet) &&
+            LoadSymbol(api.lib, "cuDeviceGetAttribute", api.cuDeviceGetAttribute) &&
+            LoadSymbol(api.lib, "cuDeviceTotalMem_v2", api.cuDeviceTotalMem) &&
+            LoadSymbol(api.lib, "cuCtxGetCurrent", api.cuCtxGetCurrent) &&
+            LoadSymbol(api.lib, "cuCtxSetCurrent", api.cuCtxSetCurrent) &&
+            LoadSymbol(api.lib, "cuCtxSynchronize", api.cuCtxSynchronize) &&
+            LoadSymbol(api.lib, "cuDevicePrimaryCtxRetain", api.cuDevicePrimaryCtxRetain) &&
+            LoadSymbol(api.lib, "cuGetErrorString", api.cuGetErrorString) &&
+            LoadSymbol(api.lib, "cuMemAlloc_v2", api.cuMemAlloc) &&
+            LoadSymbol(api.lib, "cuMemFree_v2", api.cuMemFree);
   if (!ok) {
     return Unavailable(
         "cuda provider: libcuda.so.1 lacks basic driver functions; update the "
         "NVIDIA driver");
   }
   bool vmm_symbols =
-      Load(api.lib, "cuMemGetAllocationGranularity", api.cuMemGetAllocationGranularity) &&
-      Load(api.lib, "cuMemCreate", api.cuMemCreate) &&
-      Load(api.lib, "cuMemRelease", api.cuMemRelease) &&
-      Load(api.lib, "cuMemAddressReserve", api.cuMemAddressReserve) &&
-      Load(api.lib, "cuMemAddressFree", api.cuMemAddressFree) &&
-      Load(api.lib, "cuMemMap", api.cuMemMap) && Load(api.lib, "cuMemUnmap", api.cuMemUnmap) &&
-      Load(api.lib, "cuMemSetAccess", api.cuMemSetAccess);
+      LoadSymbol(api.lib, "cuMemGetAllocationGranularity", api.cuMemGetAllocationGranularity) &&
+      LoadSymbol(api.lib, "cuMemCreate", api.cuMemCreate) &&
+      LoadSymbol(api.lib, "cuMemRelease", api.cuMemRelease) &&
+      LoadSymbol(api.lib, "cuMemAddressReserve", api.cuMemAddressReserve) &&
+      LoadSymbol(api.lib, "cuMemAddressFree", api.cuMemAddressFree) &&
+      LoadSymbol(api.lib, "cuMemMap", api.cuMemMap) &&
+      LoadSymbol(api.lib, "cuMemUnmap", api.cuMemUnmap) &&
+      LoadSymbol(api.lib, "cuMemSetAccess", api.cuMemSetAccess);
   auto fail = [&](const char* what, CUresult rc) {
     return Unavailable(fmt::format(
         "cuda provider: {} failed for device {} (CUresult {}): check that the device exists "

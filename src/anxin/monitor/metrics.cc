@@ -6,6 +6,8 @@
 #include <cmath>
 #include <iterator>
 
+#include "anxin/base/strings.h"
+
 namespace anxin::monitor {
 namespace {
 
@@ -33,38 +35,9 @@ bool ValidLabelName(std::string_view n) {
   return true;
 }
 
-// Length of the valid UTF-8 sequence at p[i], or 0.
-size_t Utf8Length(const unsigned char* p, size_t n, size_t i) {
-  unsigned char c = p[i];
-  if (c < 0x80) return 1;
-  size_t len;
-  uint32_t cp;
-  if ((c & 0xe0) == 0xc0) {
-    len = 2;
-    cp = c & 0x1f;
-  } else if ((c & 0xf0) == 0xe0) {
-    len = 3;
-    cp = c & 0x0f;
-  } else if ((c & 0xf8) == 0xf0) {
-    len = 4;
-    cp = c & 0x07;
-  } else {
-    return 0;
-  }
-  if (n - i < len) return 0;
-  for (size_t k = 1; k < len; ++k) {
-    if ((p[i + k] & 0xc0) != 0x80) return 0;
-    cp = (cp << 6) | (p[i + k] & 0x3f);
-  }
-  static constexpr uint32_t kMin[5] = {0, 0, 0x80, 0x800, 0x10000};
-  if (cp < kMin[len] || (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff) return 0;
-  return len;
-}
-
 void AppendLabelValue(std::string& out, std::string_view v) {
-  const auto* p = reinterpret_cast<const unsigned char*>(v.data());
   for (size_t i = 0; i < v.size();) {
-    size_t len = Utf8Length(p, v.size(), i);
+    size_t len = Utf8SequenceLength(v, i);
     if (len == 0) {
       out += '?';
       ++i;

@@ -61,6 +61,8 @@
 #include <cstring>
 #include <string_view>
 
+#include "anxin/base/strings.h"
+
 namespace anxin::monitor {
 
 inline constexpr uint8_t kSdkMagic[4] = {'A', 'N', 'X', 'T'};
@@ -138,30 +140,9 @@ struct SdkAllocStatsFields {
 // allows in strings (no control characters, C0, DEL or C1, no overlong forms
 // or surrogates); 0 when the bytes there are not.
 inline size_t SdkCleanCharLength(const uint8_t* p, size_t n, size_t i) {
-  uint8_t c = p[i];
-  if (c < 0x80) return (c < 0x20 || c == 0x7f) ? 0 : 1;
-  size_t len;
-  uint32_t cp;
-  if ((c & 0xe0) == 0xc0) {
-    len = 2;
-    cp = c & 0x1f;
-  } else if ((c & 0xf0) == 0xe0) {
-    len = 3;
-    cp = c & 0x0f;
-  } else if ((c & 0xf8) == 0xf0) {
-    len = 4;
-    cp = c & 0x07;
-  } else {
-    return 0;
-  }
-  if (n - i < len) return 0;
-  for (size_t k = 1; k < len; ++k) {
-    if ((p[i + k] & 0xc0) != 0x80) return 0;
-    cp = (cp << 6) | (p[i + k] & 0x3f);
-  }
-  static constexpr uint32_t kMin[5] = {0, 0, 0x80, 0x800, 0x10000};
-  if (cp < kMin[len] || (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff) return 0;
-  if (cp <= 0x9f) return 0;  // C1 controls (the smaller ones were overlong)
+  size_t len = Utf8SequenceLength(std::string_view(reinterpret_cast<const char*>(p), n), i);
+  if (len == 1 && (p[i] < 0x20 || p[i] == 0x7f)) return 0;
+  if (len == 2 && p[i] == 0xc2 && p[i + 1] <= 0x9f) return 0;  // C1 controls U+0080..U+009F
   return len;
 }
 

@@ -265,6 +265,9 @@ TEST(SdkWireTest, CleanUtf8) {
   EXPECT_FALSE(IsCleanUtf8(std::string_view("a\0b", 3)));
   EXPECT_FALSE(IsCleanUtf8("\x7f"));
   EXPECT_FALSE(IsCleanUtf8("\xc2\x85"));          // U+0085, a C1 control
+  EXPECT_FALSE(IsCleanUtf8("\xc2\x80"));          // U+0080, the first C1 control
+  EXPECT_FALSE(IsCleanUtf8("\xc2\x9f"));          // U+009F, the last
+  EXPECT_TRUE(IsCleanUtf8("\xc2\xa0"));           // U+00A0, the first after them
   EXPECT_FALSE(IsCleanUtf8("\xc0\xaf"));          // overlong '/'
   EXPECT_FALSE(IsCleanUtf8("\xed\xa0\x80"));      // surrogate
   EXPECT_FALSE(IsCleanUtf8("\xf4\x90\x80\x80"));  // above U+10FFFF

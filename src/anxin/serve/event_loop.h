@@ -16,10 +16,12 @@
 //   loop.RunAfter(std::chrono::milliseconds(20), [&] { /* a timeout fired */ });
 //   std::jthread t([&] { loop.Run(); });
 //   loop.Post([&] { /* work for the loop's thread */ });   // from any thread: runs on the loop
+//   std::optional<size_t> n = loop.CallAndWait([&] { return size_t{1}; }, std::chrono::seconds(1));
 //   loop.Stop();                // from any thread: Run returns
 //
-// Thread safety: Post, Stop and Running may be called from any thread; every
-// other method only from the loop's thread (or before Run).
+// Thread safety: Post, CallAndWait, Stop and Running may be called from any
+// thread (CallAndWait not from the loop's own: it would wait for itself);
+// every other method only from the loop's thread (or before Run).
 #ifndef ANXIN_SERVE_EVENT_LOOP_H_
 #define ANXIN_SERVE_EVENT_LOOP_H_
 
@@ -27,9 +29,12 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <future>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <type_traits>
 #include <unordered_map>
 #include <vector>
 
@@ -63,6 +68,18 @@ class EventLoop {
   void CancelTimer(uint64_t timer);
 
   void Post(std::function<void()> fn);
+  // Posts fn and waits for the value it returns on the loop's thread;
+  // nullopt when the loop has not run it within `timeout` (stopped or stuck).
+  // fn then may still run later, so it must not refer to the caller's stack.
+  template <typename F>
+  std::optional<std::invoke_result_t<F&>> CallAndWait(F fn, Clock::duration timeout) {
+    using R = std::invoke_result_t<F&>;
+    auto done = std::make_shared<std::promise<R>>();
+    std::future<R> result = done->get_future();
+    Post([fn = std::move(fn), done]() mutable { done->set_value(fn()); });
+    if (result.wait_for(timeout) != std::future_status::ready) return std::nullopt;
+    return result.get();
+  }
   // Runs until Stop.
   void Run();
   void Stop();

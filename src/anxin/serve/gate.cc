@@ -12,7 +12,6 @@
 #include <cerrno>
 #include <cmath>
 #include <deque>
-#include <future>
 #include <set>
 #include <thread>
 
@@ -690,20 +689,13 @@ int Gate::port() const { return impl_->server.port(); }
 GateSnapshot Gate::Snapshot() const {
   Impl& m = *impl_;
   if (!m.thread.joinable()) return m.Snap();
-  auto done = std::make_shared<std::promise<GateSnapshot>>();
-  auto f = done->get_future();
-  m.loop.Post([&m, done] { done->set_value(m.Snap()); });
-  if (f.wait_for(std::chrono::seconds(10)) != std::future_status::ready) return {};
-  return f.get();
+  return m.loop.CallAndWait([&m] { return m.Snap(); }, std::chrono::seconds(10))
+      .value_or(GateSnapshot{});
 }
 
 std::string Gate::MetricsText() const {
   Impl& m = *impl_;
-  auto done = std::make_shared<std::promise<std::string>>();
-  auto f = done->get_future();
-  m.loop.Post([&m, done] { done->set_value(m.Metrics()); });
-  if (f.wait_for(std::chrono::seconds(10)) != std::future_status::ready) return "";
-  return f.get();
+  return m.loop.CallAndWait([&m] { return m.Metrics(); }, std::chrono::seconds(10)).value_or("");
 }
 
 }  // namespace anxin::serve

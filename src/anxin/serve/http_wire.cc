@@ -1,10 +1,11 @@
 #include "anxin/serve/http_wire.h"
 
 #include <fmt/format.h>
-#include <strings.h>
 
 #include <algorithm>
 #include <charconv>
+
+#include "anxin/base/strings.h"
 
 namespace anxin::serve {
 namespace {
@@ -14,10 +15,6 @@ bool IsTokenChar(char c) {
   if (c >= 'A' && c <= 'Z') return true;
   if (c >= '0' && c <= '9') return true;
   return std::string_view("!#$%&'*+-.^_`|~").find(c) != std::string_view::npos;
-}
-
-bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && strncasecmp(a.data(), b.data(), a.size()) == 0;
 }
 
 std::string_view Trim(std::string_view s) {

@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <chrono>
-#include <future>
 #include <map>
 #include <thread>
 
@@ -486,20 +485,13 @@ int SimServer::port() const { return impl_->server.port(); }
 SimSnapshot SimServer::Snapshot() const {
   Impl& m = *impl_;
   if (!m.thread.joinable()) return m.Snap();
-  auto done = std::make_shared<std::promise<SimSnapshot>>();
-  auto f = done->get_future();
-  m.loop.Post([&m, done] { done->set_value(m.Snap()); });
-  if (f.wait_for(std::chrono::seconds(10)) != std::future_status::ready) return SimSnapshot{};
-  return f.get();
+  return m.loop.CallAndWait([&m] { return m.Snap(); }, std::chrono::seconds(10))
+      .value_or(SimSnapshot{});
 }
 
 std::string SimServer::MetricsText() const {
   Impl& m = *impl_;
-  auto done = std::make_shared<std::promise<std::string>>();
-  auto f = done->get_future();
-  m.loop.Post([&m, done] { done->set_value(m.Metrics()); });
-  if (f.wait_for(std::chrono::seconds(10)) != std::future_status::ready) return "";
-  return f.get();
+  return m.loop.CallAndWait([&m] { return m.Metrics(); }, std::chrono::seconds(10)).value_or("");
 }
 
 }  // namespace anxin::serve

@@ -28,6 +28,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../fake_scenario.h"
+
 #define EXPORT __attribute__((visibility("default")))
 
 enum { OK = 0, ERR_INVALID = -8001, ERR_NOT_READY = -8012, ERR_NOT_SUPPORTED = -8255 };
@@ -69,16 +71,6 @@ static chip g_chips[MAX_CHIPS];
 static int g_count;
 static int g_init_rc;
 
-static char* trim(char* s) {
-  while (*s == ' ' || *s == '\t') ++s;
-  char* hash = strchr(s, '#');
-  if (hash) *hash = '\0';
-  size_t n = strlen(s);
-  while (n > 0 && (s[n - 1] == ' ' || s[n - 1] == '\t' || s[n - 1] == '\n' || s[n - 1] == '\r'))
-    s[--n] = '\0';
-  return s;
-}
-
 static void load(void) {
   memset(g_chips, 0, sizeof g_chips);
   g_count = 0;
@@ -94,11 +86,8 @@ static void load(void) {
   int card = 0, next_device = 0;
   chip* cur = NULL;
   while (fgets(line, sizeof line, f)) {
-    char* s = trim(line);
-    if (*s == '\0') continue;
-    char* value = s + strcspn(s, " \t");
-    if (*value) *value++ = '\0';
-    value = trim(value);
+    char *s, *value;
+    if (!scenario_split(line, &s, &value)) continue;
     if (strcmp(s, "init") == 0) {
       g_init_rc = atoi(value);
     } else if (strcmp(s, "card") == 0) {

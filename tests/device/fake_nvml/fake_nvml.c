@@ -37,6 +37,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "../fake_scenario.h"
+
 #define EXPORT __attribute__((visibility("default")))
 
 enum {
@@ -74,9 +76,9 @@ enum {
   R_COUNT
 };
 static const char* const kReadingNames[R_COUNT] = {
-    "memory_total", "memory_used",     "temperature",     "slowdown",    "power_mw",
-    "power_limit_mw", "utilization",   "sm_clock",        "mem_clock",   "throttle_reasons",
-    "ecc_corrected",  "ecc_uncorrected", "nvlinks",       "processes"};
+    "memory_total",   "memory_used",     "temperature", "slowdown",  "power_mw",
+    "power_limit_mw", "utilization",     "sm_clock",    "mem_clock", "throttle_reasons",
+    "ecc_corrected",  "ecc_uncorrected", "nvlinks",     "processes"};
 
 #define MAX_GPUS 64
 #define MAX_EVENTS 256
@@ -102,16 +104,6 @@ static struct {
 static int g_event_count;
 static int g_event_next;
 
-static char* trim(char* s) {
-  while (*s == ' ' || *s == '\t') ++s;
-  char* hash = strchr(s, '#');
-  if (hash) *hash = '\0';
-  size_t n = strlen(s);
-  while (n > 0 && (s[n - 1] == ' ' || s[n - 1] == '\t' || s[n - 1] == '\n' || s[n - 1] == '\r'))
-    s[--n] = '\0';
-  return s;
-}
-
 static int load_scenario(void) {
   memset(g_gpus, 0, sizeof g_gpus);
   g_count = 0;
@@ -125,11 +117,8 @@ static int load_scenario(void) {
   char line[512];
   gpu* cur = NULL;
   while (fgets(line, sizeof line, f)) {
-    char* s = trim(line);
-    if (*s == '\0') continue;
-    char* value = s + strcspn(s, " \t");
-    if (*value) *value++ = '\0';
-    value = trim(value);
+    char *s, *value;
+    if (!scenario_split(line, &s, &value)) continue;
     if (strcmp(s, "init") == 0) {
       g_init_rc = atoi(value);
     } else if (strcmp(s, "gpu") == 0) {
@@ -207,15 +196,24 @@ EXPORT int nvmlShutdown(void) {
 
 EXPORT const char* nvmlErrorString(int rc) {
   switch (rc) {
-    case OK: return "Success";
-    case ERR_UNINITIALIZED: return "Uninitialized";
-    case ERR_INVALID_ARGUMENT: return "Invalid Argument";
-    case ERR_NOT_SUPPORTED: return "Not Supported";
-    case ERR_INSUFFICIENT_SIZE: return "Insufficient Size";
-    case ERR_DRIVER_NOT_LOADED: return "Driver Not Loaded";
-    case ERR_TIMEOUT: return "Timeout";
-    case ERR_GPU_IS_LOST: return "GPU is lost";
-    default: return "Unknown Error";
+    case OK:
+      return "Success";
+    case ERR_UNINITIALIZED:
+      return "Uninitialized";
+    case ERR_INVALID_ARGUMENT:
+      return "Invalid Argument";
+    case ERR_NOT_SUPPORTED:
+      return "Not Supported";
+    case ERR_INSUFFICIENT_SIZE:
+      return "Insufficient Size";
+    case ERR_DRIVER_NOT_LOADED:
+      return "Driver Not Loaded";
+    case ERR_TIMEOUT:
+      return "Timeout";
+    case ERR_GPU_IS_LOST:
+      return "GPU is lost";
+    default:
+      return "Unknown Error";
   }
 }
 
@@ -292,9 +290,7 @@ EXPORT int nvmlDeviceGetTemperatureThreshold(gpu* g, int type, unsigned int* tem
   return get_uint(g, R_SLOWDOWN, temp);
 }
 
-EXPORT int nvmlDeviceGetPowerUsage(gpu* g, unsigned int* mw) {
-  return get_uint(g, R_POWER, mw);
-}
+EXPORT int nvmlDeviceGetPowerUsage(gpu* g, unsigned int* mw) { return get_uint(g, R_POWER, mw); }
 
 EXPORT int nvmlDeviceGetEnforcedPowerLimit(gpu* g, unsigned int* mw) {
   return get_uint(g, R_POWER_LIMIT, mw);
@@ -399,6 +395,4 @@ EXPORT int nvmlEventSetWait_v2(event_set* set, event_data* data, unsigned int ti
   return ERR_TIMEOUT;
 }
 
-EXPORT int nvmlEventSetFree(event_set* set) {
-  return set == &g_set ? OK : ERR_INVALID_ARGUMENT;
-}
+EXPORT int nvmlEventSetFree(event_set* set) { return set == &g_set ? OK : ERR_INVALID_ARGUMENT; }

@@ -18,6 +18,7 @@
 #include <cstring>
 #include <string>
 
+#include "anxin/base/dynamic_library.h"
 #include "anxin/comm/worker/engine.h"
 
 namespace anxin::comm {
@@ -80,8 +81,7 @@ struct Api {
 
 template <typename F>
 Status Load(void* lib, const char* name, F& fn, const char* lib_name) {
-  fn = reinterpret_cast<F>(::dlsym(lib, name));
-  if (fn == nullptr) {
+  if (!LoadSymbol(lib, name, fn)) {
     return Unavailable(
         fmt::format("{} has no {}: this CANN is older than the API anxin uses", lib_name, name));
   }
@@ -295,18 +295,12 @@ class HcclEngine : public Engine {
 
  private:
   Status Open() {
-    acl_ = ::dlopen("libascendcl.so", RTLD_NOW | RTLD_GLOBAL);
-    if (acl_ == nullptr) {
-      return Unavailable(fmt::format(
-          "cannot load libascendcl.so ({}): install CANN and source its set_env.sh, so that "
-          "LD_LIBRARY_PATH holds .../cann/lib64",
-          ::dlerror()));
-    }
-    hccl_ = ::dlopen("libhccl.so", RTLD_NOW | RTLD_GLOBAL);
-    if (hccl_ == nullptr) {
-      return Unavailable(
-          fmt::format("cannot load libhccl.so ({}): install CANN's HCCL", ::dlerror()));
-    }
+    ANXIN_ASSIGN_OR_RETURN(acl_, OpenLibrary("", "libascendcl.so",
+                                             "install CANN and source its set_env.sh, so that "
+                                             "LD_LIBRARY_PATH holds .../cann/lib64",
+                                             RTLD_GLOBAL));
+    ANXIN_ASSIGN_OR_RETURN(hccl_,
+                           OpenLibrary("", "libhccl.so", "install CANN's HCCL", RTLD_GLOBAL));
     const char* a = "libascendcl.so";
     const char* h = "libhccl.so";
     ANXIN_TRY(Load(acl_, "aclInit", api_.aclInit, a));

@@ -15,17 +15,6 @@
 namespace anxin::device::ascend {
 namespace {
 
-FaultEvent Fault(int index, Clock::TimePoint time, FaultKind kind, std::string message,
-                 std::string code = "") {
-  FaultEvent e;
-  e.index = index;
-  e.time = time;
-  e.kind = kind;
-  e.code = std::move(code);
-  e.message = std::move(message);
-  return e;
-}
-
 std::string OneLine(std::string text) {
   while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.pop_back();
   std::replace(text.begin(), text.end(), '\n', ' ');
@@ -141,8 +130,9 @@ class AscendBackend final : public DeviceBackend {
       std::lock_guard lock(mu_);
       resetting_.erase(index);
     }
-    Publish(Fault(index, clock_.Now(), st ? FaultKind::kResetDone : FaultKind::kResetFailed,
-                  st ? fmt::format("NPU {}: reset done, health OK", index) : st.error().message()));
+    Publish(MakeFaultEvent(
+        index, clock_.Now(), st ? FaultKind::kResetDone : FaultKind::kResetFailed,
+        st ? fmt::format("NPU {}: reset done, health OK", index) : st.error().message()));
     return st;
   }
 

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "anxin/base/dynamic_library.h"
 #include "anxin/device/ascend/source.h"
 
 namespace anxin::device::ascend {
@@ -69,12 +70,6 @@ struct Api {
 // fault, ...) is a port that cannot carry traffic now.
 constexpr int kNetworkOk = 0;
 constexpr int kNetworkInit = 6;
-
-template <typename F>
-bool Load(void* lib, const char* name, F& fn) {
-  fn = reinterpret_cast<F>(dlsym(lib, name));
-  return fn != nullptr;
-}
 
 std::string Text(const unsigned char* s, size_t n) {
   const char* c = reinterpret_cast<const char*>(s);
@@ -229,26 +224,19 @@ class DcmiSource final : public ChipSource {
 }  // namespace
 
 Result<std::unique_ptr<ChipSource>> MakeDcmiSource(const AscendOptions& options, Clock& clock) {
-  std::string library = options.dcmi_library;
-  if (library.empty()) {
-    const char* env = std::getenv("ANXIN_DCMI_LIBRARY");
-    library = env != nullptr && *env != '\0' ? env : "libdcmi.so";
-  }
+  std::string library = LibraryPath(options.dcmi_library, "ANXIN_DCMI_LIBRARY", "libdcmi.so");
   Api api;
-  api.lib = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (api.lib == nullptr) {
-    return Unavailable(fmt::format("cannot load {} ({})", library, dlerror()));
-  }
-  bool ok = Load(api.lib, "dcmi_init", api.init) &&
-            Load(api.lib, "dcmi_get_card_num_list", api.card_list) &&
-            Load(api.lib, "dcmi_get_device_num_in_card", api.devices_in_card) &&
-            Load(api.lib, "dcmi_get_device_health", api.health) &&
-            Load(api.lib, "dcmi_get_device_errorcode_v2", api.errorcodes) &&
-            Load(api.lib, "dcmi_get_device_temperature", api.temperature) &&
-            Load(api.lib, "dcmi_get_device_power_info", api.power) &&
-            Load(api.lib, "dcmi_get_device_hbm_info", api.hbm) &&
-            Load(api.lib, "dcmi_get_device_utilization_rate", api.utilisation) &&
-            Load(api.lib, "dcmi_get_device_chip_info", api.chip_info);
+  ANXIN_ASSIGN_OR_RETURN(api.lib, OpenLibrary("", library, ""));
+  bool ok = LoadSymbol(api.lib, "dcmi_init", api.init) &&
+            LoadSymbol(api.lib, "dcmi_get_card_num_list", api.card_list) &&
+            LoadSymbol(api.lib, "dcmi_get_device_num_in_card", api.devices_in_card) &&
+            LoadSymbol(api.lib, "dcmi_get_device_health", api.health) &&
+            LoadSymbol(api.lib, "dcmi_get_device_errorcode_v2", api.errorcodes) &&
+            LoadSymbol(api.lib, "dcmi_get_device_temperature", api.temperature) &&
+            LoadSymbol(api.lib, "dcmi_get_device_power_info", api.power) &&
+            LoadSymbol(api.lib, "dcmi_get_device_hbm_info", api.hbm) &&
+            LoadSymbol(api.lib, "dcmi_get_device_utilization_rate", api.utilisation) &&
+            LoadSymbol(api.lib, "dcmi_get_device_chip_info", api.chip_info);
   if (!ok) {
     dlclose(api.lib);
     return Unavailable(
@@ -256,9 +244,9 @@ Result<std::unique_ptr<ChipSource>> MakeDcmiSource(const AscendOptions& options,
                     "Ascend driver)",
                     library));
   }
-  Load(api.lib, "dcmi_get_device_pcie_info", api.pcie_info);
-  Load(api.lib, "dcmi_get_device_logic_id", api.logic_id);
-  Load(api.lib, "dcmi_get_device_network_health", api.network_health);
+  LoadSymbol(api.lib, "dcmi_get_device_pcie_info", api.pcie_info);
+  LoadSymbol(api.lib, "dcmi_get_device_logic_id", api.logic_id);
+  LoadSymbol(api.lib, "dcmi_get_device_network_health", api.network_health);
   int rc = api.init();
   if (rc != kDcmiOk) {
     dlclose(api.lib);

@@ -13,22 +13,12 @@
 #include <thread>
 #include <vector>
 
+#include "anxin/base/dynamic_library.h"
 #include "anxin/base/subprocess.h"
 #include "anxin/device/models.h"
 
 namespace anxin::device::nvml {
 namespace {
-
-FaultEvent Fault(int index, Clock::TimePoint time, FaultKind kind, std::string message,
-                 std::string code = "") {
-  FaultEvent e;
-  e.index = index;
-  e.time = time;
-  e.kind = kind;
-  e.code = std::move(code);
-  e.message = std::move(message);
-  return e;
-}
 
 // The part of the NVML C API this backend uses, declared from NVIDIA's public
 // API documentation (values as documented for nvml.h).
@@ -117,12 +107,6 @@ struct Api {
   nvmlReturn_t (*EventSetWait)(nvmlEventSet_t, nvmlEventData_t*, unsigned int) = nullptr;
   nvmlReturn_t (*EventSetFree)(nvmlEventSet_t) = nullptr;
 };
-
-template <typename F>
-bool Load(void* lib, const char* name, F& fn) {
-  fn = reinterpret_cast<F>(dlsym(lib, name));
-  return fn != nullptr;
-}
 
 // What an XID number means and how bad it is, for the XIDs that operators
 // meet most (NVIDIA's XID catalogue); others are major with no text.
@@ -355,8 +339,8 @@ class NvmlBackend final : public DeviceBackend {
     lost_published_[index] = true;
     lock.unlock();
     if (first) {
-      Publish(Fault(index, clock_.Now(), FaultKind::kDeviceLost,
-                    fmt::format("GPU {} is lost (NVML_ERROR_GPU_IS_LOST)", index)));
+      Publish(MakeFaultEvent(index, clock_.Now(), FaultKind::kDeviceLost,
+                             fmt::format("GPU {} is lost (NVML_ERROR_GPU_IS_LOST)", index)));
     }
     return LostError(index);
   }
@@ -483,11 +467,11 @@ class NvmlBackend final : public DeviceBackend {
           codes.push_back(code);
         }
       }
-      Publish(
-          Fault(index, clock_.Now(), FaultKind::kErrorRaised,
-                fmt::format("GPU {}: {} ({}){}{}", index, code.code, SeverityName(code.severity),
-                            code.text.empty() ? "" : ": ", code.text),
-                code.code));
+      Publish(MakeFaultEvent(
+          index, clock_.Now(), FaultKind::kErrorRaised,
+          fmt::format("GPU {}: {} ({}){}{}", index, code.code, SeverityName(code.severity),
+                      code.text.empty() ? "" : ": ", code.text),
+          code.code));
     }
   }
 
@@ -520,8 +504,8 @@ class NvmlBackend final : public DeviceBackend {
       std::string why = out.stderr_text.empty() ? out.stdout_text : out.stderr_text;
       while (!why.empty() && std::isspace(static_cast<unsigned char>(why.back()))) why.pop_back();
       std::replace(why.begin(), why.end(), '\n', ' ');
-      Publish(Fault(index, clock_.Now(), FaultKind::kResetFailed,
-                    fmt::format("GPU {}: reset failed", index)));
+      Publish(MakeFaultEvent(index, clock_.Now(), FaultKind::kResetFailed,
+                             fmt::format("GPU {}: reset failed", index)));
       return Unavailable(
           fmt::format("GPU {}: nvidia-smi -r -i {} {}: {}", index, gpu, out.Describe(), why));
     }
@@ -531,8 +515,8 @@ class NvmlBackend final : public DeviceBackend {
       lost_published_[index] = false;
       xids_[index].clear();
     }
-    Publish(Fault(index, clock_.Now(), FaultKind::kResetDone,
-                  fmt::format("GPU {}: reset done", index)));
+    Publish(MakeFaultEvent(index, clock_.Now(), FaultKind::kResetDone,
+                           fmt::format("GPU {}: reset done", index)));
     return Ok();
   }
 
@@ -559,40 +543,35 @@ class NvmlBackend final : public DeviceBackend {
 }  // namespace
 
 Result<std::unique_ptr<DeviceBackend>> MakeNvmlBackend(const NvmlOptions& options, Clock& clock) {
-  std::string library = options.library;
-  if (library.empty()) {
-    const char* env = std::getenv("ANXIN_NVML_LIBRARY");
-    library = env != nullptr && *env != '\0' ? env : "libnvidia-ml.so.1";
-  }
+  std::string library = LibraryPath(options.library, "ANXIN_NVML_LIBRARY", "libnvidia-ml.so.1");
   Api api;
-  api.lib = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (api.lib == nullptr) {
-    return Unavailable(fmt::format(
-        "nvml: cannot load {} ({}): install the NVIDIA driver (it ships libnvidia-ml.so.1), "
-        "point LD_LIBRARY_PATH or ANXIN_NVML_LIBRARY at it, or use --backend sim on a machine "
-        "without NVIDIA GPUs",
-        library, dlerror()));
-  }
-  bool ok = Load(api.lib, "nvmlInit_v2", api.Init) && Load(api.lib, "nvmlShutdown", api.Shutdown) &&
-            Load(api.lib, "nvmlErrorString", api.ErrorString) &&
-            Load(api.lib, "nvmlDeviceGetCount_v2", api.GetCount) &&
-            Load(api.lib, "nvmlDeviceGetHandleByIndex_v2", api.GetHandleByIndex) &&
-            Load(api.lib, "nvmlDeviceGetName", api.GetName) &&
-            Load(api.lib, "nvmlDeviceGetUUID", api.GetUUID) &&
-            Load(api.lib, "nvmlDeviceGetPciInfo_v3", api.GetPciInfo) &&
-            Load(api.lib, "nvmlDeviceGetMemoryInfo", api.GetMemoryInfo) &&
-            Load(api.lib, "nvmlDeviceGetTemperature", api.GetTemperature) &&
-            Load(api.lib, "nvmlDeviceGetPowerUsage", api.GetPowerUsage) &&
-            Load(api.lib, "nvmlDeviceGetEnforcedPowerLimit", api.GetEnforcedPowerLimit) &&
-            Load(api.lib, "nvmlDeviceGetUtilizationRates", api.GetUtilizationRates) &&
-            Load(api.lib, "nvmlDeviceGetClockInfo", api.GetClockInfo) &&
-            Load(api.lib, "nvmlDeviceGetCurrentClocksThrottleReasons", api.GetThrottleReasons) &&
-            Load(api.lib, "nvmlDeviceGetTotalEccErrors", api.GetTotalEccErrors) &&
-            Load(api.lib, "nvmlDeviceGetNvLinkState", api.GetNvLinkState) &&
-            Load(api.lib, "nvmlEventSetCreate", api.EventSetCreate) &&
-            Load(api.lib, "nvmlDeviceRegisterEvents", api.RegisterEvents) &&
-            Load(api.lib, "nvmlEventSetWait_v2", api.EventSetWait) &&
-            Load(api.lib, "nvmlEventSetFree", api.EventSetFree);
+  ANXIN_ASSIGN_OR_RETURN(
+      api.lib, OpenLibrary("nvml", library,
+                           "install the NVIDIA driver (it ships libnvidia-ml.so.1), point "
+                           "LD_LIBRARY_PATH or ANXIN_NVML_LIBRARY at it, or use --backend sim on "
+                           "a machine without NVIDIA GPUs"));
+  bool ok =
+      LoadSymbol(api.lib, "nvmlInit_v2", api.Init) &&
+      LoadSymbol(api.lib, "nvmlShutdown", api.Shutdown) &&
+      LoadSymbol(api.lib, "nvmlErrorString", api.ErrorString) &&
+      LoadSymbol(api.lib, "nvmlDeviceGetCount_v2", api.GetCount) &&
+      LoadSymbol(api.lib, "nvmlDeviceGetHandleByIndex_v2", api.GetHandleByIndex) &&
+      LoadSymbol(api.lib, "nvmlDeviceGetName", api.GetName) &&
+      LoadSymbol(api.lib, "nvmlDeviceGetUUID", api.GetUUID) &&
+      LoadSymbol(api.lib, "nvmlDeviceGetPciInfo_v3", api.GetPciInfo) &&
+      LoadSymbol(api.lib, "nvmlDeviceGetMemoryInfo", api.GetMemoryInfo) &&
+      LoadSymbol(api.lib, "nvmlDeviceGetTemperature", api.GetTemperature) &&
+      LoadSymbol(api.lib, "nvmlDeviceGetPowerUsage", api.GetPowerUsage) &&
+      LoadSymbol(api.lib, "nvmlDeviceGetEnforcedPowerLimit", api.GetEnforcedPowerLimit) &&
+      LoadSymbol(api.lib, "nvmlDeviceGetUtilizationRates", api.GetUtilizationRates) &&
+      LoadSymbol(api.lib, "nvmlDeviceGetClockInfo", api.GetClockInfo) &&
+      LoadSymbol(api.lib, "nvmlDeviceGetCurrentClocksThrottleReasons", api.GetThrottleReasons) &&
+      LoadSymbol(api.lib, "nvmlDeviceGetTotalEccErrors", api.GetTotalEccErrors) &&
+      LoadSymbol(api.lib, "nvmlDeviceGetNvLinkState", api.GetNvLinkState) &&
+      LoadSymbol(api.lib, "nvmlEventSetCreate", api.EventSetCreate) &&
+      LoadSymbol(api.lib, "nvmlDeviceRegisterEvents", api.RegisterEvents) &&
+      LoadSymbol(api.lib, "nvmlEventSetWait_v2", api.EventSetWait) &&
+      LoadSymbol(api.lib, "nvmlEventSetFree", api.EventSetFree);
   if (!ok) {
     dlclose(api.lib);
     return Unavailable(fmt::format(
@@ -601,10 +580,12 @@ Result<std::unique_ptr<DeviceBackend>> MakeNvmlBackend(const NvmlOptions& option
         library));
   }
   // Optional: older drivers lack them; the model table fills in.
-  Load(api.lib, "nvmlDeviceGetTemperatureThreshold", api.GetTemperatureThreshold);
-  if (!Load(api.lib, "nvmlDeviceGetComputeRunningProcesses_v3", api.GetComputeRunningProcesses) &&
-      !Load(api.lib, "nvmlDeviceGetComputeRunningProcesses_v2", api.GetComputeRunningProcesses)) {
-    Load(api.lib, "nvmlDeviceGetComputeRunningProcesses", api.GetComputeRunningProcesses);
+  LoadSymbol(api.lib, "nvmlDeviceGetTemperatureThreshold", api.GetTemperatureThreshold);
+  if (!LoadSymbol(api.lib, "nvmlDeviceGetComputeRunningProcesses_v3",
+                  api.GetComputeRunningProcesses) &&
+      !LoadSymbol(api.lib, "nvmlDeviceGetComputeRunningProcesses_v2",
+                  api.GetComputeRunningProcesses)) {
+    LoadSymbol(api.lib, "nvmlDeviceGetComputeRunningProcesses", api.GetComputeRunningProcesses);
   }
   nvmlReturn_t rc = api.Init();
   if (rc != NVML_SUCCESS) {

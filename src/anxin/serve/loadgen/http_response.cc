@@ -5,30 +5,15 @@
 #include <algorithm>
 #include <cctype>
 
+#include "anxin/base/strings.h"
+
 namespace anxin::loadgen {
 namespace {
-
-bool EqualsNoCase(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (std::tolower(static_cast<unsigned char>(a[i])) !=
-        std::tolower(static_cast<unsigned char>(b[i]))) {
-      return false;
-    }
-  }
-  return true;
-}
 
 std::string_view Trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
   while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
   return s;
-}
-
-std::string Lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
 }
 
 // A printable excerpt of untrusted bytes for error messages.
@@ -182,7 +167,7 @@ Status ResponseParser::HeaderLine(std::string_view line) {
   }
   std::string_view name = line.substr(0, colon);
   std::string_view value = Trim(line.substr(colon + 1));
-  if (EqualsNoCase(name, "content-length")) {
+  if (EqualsIgnoreCase(name, "content-length")) {
     uint64_t n = 0;
     if (value.empty() || value.size() > 15) {
       return Fail(fmt::format("bad Content-Length '{}'", Excerpt(value)));
@@ -196,18 +181,18 @@ Status ResponseParser::HeaderLine(std::string_view line) {
     if (has_length_ && n != content_length_) return Fail("two different Content-Length headers");
     has_length_ = true;
     content_length_ = n;
-  } else if (EqualsNoCase(name, "transfer-encoding")) {
+  } else if (EqualsIgnoreCase(name, "transfer-encoding")) {
     std::string last;
-    ForEachToken(value, [&](std::string_view t) { last = Lower(t); });
+    ForEachToken(value, [&](std::string_view t) { last = ToLower(t); });
     chunked_ = last == "chunked";
     if (!chunked_) close_delimited_ = true;
-  } else if (EqualsNoCase(name, "connection")) {
+  } else if (EqualsIgnoreCase(name, "connection")) {
     ForEachToken(value, [&](std::string_view t) {
-      if (EqualsNoCase(t, "close")) connection_close_ = true;
-      if (EqualsNoCase(t, "keep-alive") && http_minor_ == 0) keep_alive_ = true;
+      if (EqualsIgnoreCase(t, "close")) connection_close_ = true;
+      if (EqualsIgnoreCase(t, "keep-alive") && http_minor_ == 0) keep_alive_ = true;
     });
-  } else if (EqualsNoCase(name, "content-type")) {
-    content_type_ = Lower(Trim(value.substr(0, value.find(';'))));
+  } else if (EqualsIgnoreCase(name, "content-type")) {
+    content_type_ = ToLower(Trim(value.substr(0, value.find(';'))));
   }
   return Ok();
 }

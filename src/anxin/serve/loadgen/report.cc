@@ -6,6 +6,8 @@
 #include <charconv>
 #include <cmath>
 
+#include "anxin/base/strings.h"
+
 namespace anxin::loadgen {
 namespace {
 
@@ -21,29 +23,6 @@ std::string StatsLine(const char* name, const Stats& s) {
   if (s.count == 0) return fmt::format("{:<6} (no samples)\n", name);
   return fmt::format("{:<6}{:>10.2f}{:>10.2f}{:>10.2f}{:>10.2f}{:>10.2f}\n", name, s.mean * 1e3,
                      s.p50 * 1e3, s.p90 * 1e3, s.p99 * 1e3, s.max * 1e3);
-}
-
-std::string Escape(const std::string& in) {
-  std::string out;
-  for (char c : in) {
-    switch (c) {
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '&':
-        out += "&amp;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
 }
 
 std::string CsvField(const std::string& s) {
@@ -270,7 +249,7 @@ std::string LatencySvg(const std::vector<SweepPoint>& points, const SweepSpec& s
       "font-family=\"sans-serif\" font-size=\"12\">\n"
       "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
       "<text x=\"{:.0f}\" y=\"22\" font-size=\"15\">{}</text>\n",
-      width, height, kLeft, Escape(title));
+      width, height, kLeft, XmlEscape(title));
   if (points.empty()) return svg + "</svg>\n";
   double xmin = points.front().value, xmax = xmin;
   for (const SweepPoint& p : points) {
