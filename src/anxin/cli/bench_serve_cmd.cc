@@ -6,7 +6,6 @@
 //   anxin bench serve --rate 20 --dataset sharegpt.json --slo ttft=500ms,tpot=50ms
 //   anxin bench serve --sweep concurrency=1,2,4,8,16 --slo ttft=500ms,tpot=50ms --svg load.svg
 #include <signal.h>
-#include <strings.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -17,6 +16,7 @@
 
 #include "anxin/base/config.h"
 #include "anxin/base/file.h"
+#include "anxin/base/strings.h"
 #include "anxin/cli/command.h"
 #include "anxin/serve/loadgen/bench.h"
 #include "anxin/serve/loadgen/dataset.h"
@@ -88,7 +88,7 @@ int Run(const Opts& o, const GlobalOptions& g) {
   }
   if (const char* key = std::getenv("OPENAI_API_KEY"); key && *key && *api != lg::Api::kTriton) {
     bool has_auth = false;
-    for (const auto& [k, v] : load.headers) has_auth |= strcasecmp(k.c_str(), "authorization") == 0;
+    for (const auto& [k, v] : load.headers) has_auth |= EqualsIgnoreCase(k, "authorization");
     if (!has_auth) load.headers.emplace_back("Authorization", std::string("Bearer ") + key);
   }
   auto timeout = Seconds(o.timeout, "--timeout");

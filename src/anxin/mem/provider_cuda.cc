@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <cstring>
+#include <memory>
 
 #include "anxin/base/dynamic_library.h"
 #include "anxin/mem/provider.h"
@@ -179,6 +180,8 @@ Result<std::unique_ptr<Provider>> MakeCudaProvider(int device) {
                                               "install the NVIDIA driver, or use provider:sim "
                                               "(ANXIN_ALLOC_CONF=provider:sim) on a machine "
                                               "without a GPU"));
+  // Closed again on every error below; handed to the provider on success.
+  std::unique_ptr<void, int (*)(void*)> library(api.lib, &dlclose);
   bool ok = LoadSymbol(api.lib, "cuInit", api.cuInit) &&
             LoadSymbol(api.lib, "cuDeviceGet", api.cuDeviceGet) &&
             LoadSymbol(api.lib, "cuDeviceGetAttribute", api.cuDeviceGetAttribute) &&
@@ -232,6 +235,7 @@ Result<std::unique_ptr<Provider>> MakeCudaProvider(int device) {
       granularity = 2 << 20;
     }
   }
+  library.release();
   return std::make_unique<CudaProvider>(api, device, dev, ctx, total, granularity, vmm != 0);
 }
 
