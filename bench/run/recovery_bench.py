@@ -142,8 +142,8 @@ def anxin_once(kind, tmp):
 
 def torchrun_crash_once(tmp):
     ckpt = os.path.join(tmp, "ckpt")
-    argv = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
-            "2", "--max-restarts", "3", "--redirects", "1", "--tee", "1", TRAIN, "--ckpt-dir",
+    argv = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node",
+            "2", "--max_restarts", "3", "--redirects", "1", "--tee", "1", TRAIN, "--ckpt-dir",
             ckpt, "--resume", "auto", "--steps", str(STEPS), "--ckpt-every", str(CKPT_EVERY),
             "--crash-at", str(FAULT_STEP)]
     rc, lines = run(argv, 300)
@@ -155,8 +155,8 @@ def torchrun_crash_once(tmp):
 
 def torchrun_hang(tmp):
     ckpt = os.path.join(tmp, "ckpt")
-    argv = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
-            "2", "--max-restarts", "3", "--redirects", "1", "--tee", "1", TRAIN, "--ckpt-dir",
+    argv = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node",
+            "2", "--max_restarts", "3", "--redirects", "1", "--tee", "1", TRAIN, "--ckpt-dir",
             ckpt, "--resume", "auto", "--steps", str(STEPS), "--ckpt-every", str(CKPT_EVERY),
             "--hang-at", str(FAULT_STEP)]
 
@@ -170,7 +170,8 @@ def torchrun_hang(tmp):
         sys.exit("error: torchrun (hang): the hang was never injected")
     after = [l for tt, l in lines if tt > t + 0.5]
     restarted = any("Restarting" in l or "restart" in l.lower() for l in after)
-    new_steps = [s for tt, s in steps_of(lines) if tt > t]
+    # Steps before the hang may still be arriving; a step at or past it is progress.
+    new_steps = [s for tt, s in steps_of(lines) if tt > t and s >= FAULT_STEP]
     return rc, restarted, new_steps
 
 
