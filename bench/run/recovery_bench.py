@@ -91,9 +91,14 @@ def parse_time(s):
 
 
 def first_step_after(lines, t0):
-    for t, _ in steps_of(lines):
-        if t > t0:
+    """When the relaunched job printed its first step: the first step line
+    after t0 whose number goes back (a step from before the fault may still
+    arrive after it)."""
+    highest = 0
+    for t, s in steps_of(lines):
+        if t > t0 and s <= highest:
             return t
+        highest = max(highest, s)
     return None
 
 
