@@ -765,7 +765,7 @@ TEST(SupervisorTest, RepeatedDeviceFaultsIsolateTheDeviceForASpare) {
   const StepRecord* esc = FindStep(in[1], "escalate");
   ASSERT_NE(esc, nullptr);
   EXPECT_EQ(esc->result, "ok");
-  EXPECT_THAT(esc->detail, HasSubstr("device 1: 2 faults within 60 s: isolated, a spare"));
+  EXPECT_THAT(esc->detail, HasSubstr("device 1: 2 fault(s) within 60 s: isolated, a spare"));
   // The isolated device is neither reset nor in the relaunch.
   EXPECT_EQ(FindStep(in[1], "reset_device")->result, "skipped");
   EXPECT_THAT(job.dir.Read("logs/rank-0.log"), HasSubstr("attempt=2 devices=0,2"));

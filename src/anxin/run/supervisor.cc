@@ -696,7 +696,7 @@ struct Supervisor::Impl {
       // Escalation comes once the ranks are gone, before the devices are touched.
       if (escalate && !escalated && step.kind != StepKind::kStopRanks) {
         escalated = true;
-        const std::string why = std::to_string(o.escalate_faults) + " faults within " +
+        const std::string why = std::to_string(o.escalate_faults) + " fault(s) within " +
                                 FormatSeconds(o.escalate_window_seconds);
         if (auto rc = Escalate(in, fault.device, why)) return rc;
         std::erase(devs, fault.device);
