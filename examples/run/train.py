@@ -10,7 +10,8 @@ anxin-manifest.json with sizes and SHA-256, then
 latest_checkpointed_iteration.txt), and --resume DIR continues from one.
 
 Faults for testing recovery; each fires once, on the launch whose
-ANXIN_RUN_ATTEMPT matches (K or K:ATTEMPT, attempt 0 by default):
+ANXIN_RUN_ATTEMPT (under torchrun: TORCHELASTIC_RESTART_COUNT) matches (K or
+K:ATTEMPT, attempt 0 by default):
   --crash-at K        rank 0 exits with status 1 at step K
   --hang-at K         the last rank stops calling the collective at step K,
                       so the others block inside all_reduce
@@ -41,7 +42,9 @@ def parse_fault(text):
 def fires(fault, step):
     if fault is None:
         return False
-    return step == fault[0] and int(os.environ.get("ANXIN_RUN_ATTEMPT", "0")) == fault[1]
+    # The launch number: anxin run's, else torchrun's restart count.
+    attempt = os.environ.get("ANXIN_RUN_ATTEMPT", os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
+    return step == fault[0] and int(attempt) == fault[1]
 
 
 def write_atomic(path, data):
@@ -88,7 +91,10 @@ def main():
     p.add_argument("--steps", type=int, default=60)
     p.add_argument("--ckpt-dir", default="")
     p.add_argument("--ckpt-every", type=int, default=5)
-    p.add_argument("--resume", default="", help="a checkpoint directory (iter_NNNNNNN); '' = fresh")
+    p.add_argument("--resume", default="",
+                   help="a checkpoint directory (iter_NNNNNNN); '' = fresh; auto = the newest "
+                        "that latest_checkpointed_iteration.txt names (for launchers without "
+                        "anxin run's {checkpoint})")
     p.add_argument("--step-time", type=float, default=0.05, help="extra seconds per step")
     p.add_argument("--crash-at", type=parse_fault)
     p.add_argument("--hang-at", type=parse_fault)
@@ -107,6 +113,12 @@ def main():
     gen = torch.Generator().manual_seed(100 + rank)
 
     start = 1
+    if a.resume == "auto":  # without anxin run: the newest the pointer file names
+        pointer = os.path.join(a.ckpt_dir, "latest_checkpointed_iteration.txt")
+        a.resume = ""
+        if a.ckpt_dir and os.path.exists(pointer):
+            with open(pointer) as f:
+                a.resume = os.path.join(a.ckpt_dir, "iter_%07d" % int(f.read().strip()))
     if a.resume:
         state = torch.load(os.path.join(a.resume, "mp_rank_00", "model_optim_rng.pt"))
         model.load_state_dict(state["model"])
@@ -121,7 +133,7 @@ def main():
                 fires(f, step) for f in (a.crash_at, a.hang_at, a.hccl_error_at)):
             corrupt_newest(a.ckpt_dir)
         if fires(a.crash_at, step) and rank == 0:
-            print("crashing at step %d (--crash-at)" % step, flush=True)
+            print("crashing at step %d (--crash-at) t=%.3f" % (step, time.time()), flush=True)
             os._exit(1)
         if fires(a.hang_at, step) and last:
             print("rank %d stops calling the collective at step %d (--hang-at) t=%.3f"

@@ -108,6 +108,16 @@ typedef struct anxin_sdk_alloc_stats {
 } anxin_sdk_alloc_stats;
 void anxin_report_alloc_stats(int device, const anxin_sdk_alloc_stats* stats);
 
+/* For supervisors (`anxin run` sends the same itself): the job's recovery
+ * counts, cumulative since the job began. fault_class: 1..32 characters of
+ * [a-z0-9_] (else the call is ignored); incidents_total: faults of that
+ * class that started a recovery; restarts_total: relaunches of the job;
+ * recovery_ns: the recovery this call reports (fault to first progress), 0
+ * for none. The agent turns them into anxin_job_restarts_total,
+ * anxin_job_incidents_total{fault_class} and anxin_job_last_recovery_seconds. */
+void anxin_report_recovery(const char* fault_class, uint64_t incidents_total,
+                           uint64_t restarts_total, uint64_t recovery_ns);
+
 /* Registers fn(arg) to be called about once a second from the SDK's
  * background thread while an agent is connected, to report gauges such as
  * allocator statistics. fn must not block. At most 8 samplers; returns 0, or

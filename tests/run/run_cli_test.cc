@@ -14,6 +14,7 @@
 
 #include "anxin/base/subprocess.h"
 #include "anxin/base/testing.h"
+#include "anxin/run/checkpoint.h"
 #include "anxin/run/journal.h"
 
 namespace anxin::run {
@@ -217,6 +218,90 @@ TEST(RunCliTest, SupervisorKilledLeavesNoRankRunning) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   EXPECT_TRUE(left.empty()) << left.size() << " rank(s) outlived the supervisor";
+}
+
+TEST(RunCliTest, BadPlaybooksAndEscalationSettingsAreUsageErrors) {
+  TempDir dir;
+  const std::string bad = dir.Write("bad.yaml",
+                                    "playbooks:\n  p:\n    - step: stop_ranks\n"
+                                    "    - step: reset_device\n      retries: 2\n"
+                                    "      timeout: soon\n");
+  auto out = RunAnxin({"run", "--state-dir", dir / "s", "--playbook", bad, "--", "/bin/true"});
+  EXPECT_EQ(out.exit_code, 2) << out.stderr_text;
+  EXPECT_THAT(out.stderr_text,
+              HasSubstr(bad + ":6:16: playbooks.p[1].timeout: expected a duration"));
+
+  const std::string cfg = dir.Write("anxin.yaml",
+                                    "run:\n  faults:\n    collective_timeout: default\n"
+                                    "    hangs: default\n");
+  out = RunAnxin({"--config", cfg, "run", "--state-dir", dir / "s", "--", "/bin/true"});
+  EXPECT_EQ(out.exit_code, 2) << out.stderr_text;
+  EXPECT_THAT(out.stderr_text, HasSubstr(cfg + ":4:12: run.faults.hangs: unknown fault class"));
+
+  const std::string esc =
+      dir.Write("esc.yaml", "run:\n  escalation:\n    faults: 2\n    windwo: 5m\n");
+  out = RunAnxin({"--config", esc, "run", "--state-dir", dir / "s", "--", "/bin/true"});
+  EXPECT_EQ(out.exit_code, 2) << out.stderr_text;
+  EXPECT_THAT(out.stderr_text, HasSubstr(esc + ":4:5: run.escalation: unknown key 'windwo'"));
+
+  // The shipped example is accepted: the job runs.
+  out = RunAnxin({"run", "--state-dir", dir / "s2", "--playbook",
+                  SourcePath("examples/run/playbooks.yaml"), "--", "/bin/true"});
+  EXPECT_EQ(out.exit_code, 0) << out.stderr_text;
+}
+
+TEST(RunCliTest, SupervisorKilledAndStartedAgainResumesTheJob) {
+  if (!HaveTorch()) GTEST_SKIP() << "python3-torch is not installed";
+  Trainer t;
+  const std::string marker = "ANXIN_RUN_TEST_MARKER=resume-" + std::to_string(getpid());
+  auto args = t.Args({"--steps", "30"}, {"--env", marker});
+  std::vector<std::string> argv = args;
+  argv.insert(argv.begin(), AnxinBinary());
+  std::atomic<int> last_step{0};
+  SubprocessOptions so;
+  so.argv = argv;
+  so.on_stdout = [&](const OutputLine& l) {
+    std::smatch m;
+    if (std::regex_search(l.text, m, std::regex(R"(\[rank 0\] step (\d+) loss)"))) {
+      last_step = std::stoi(m[1]);
+    }
+  };
+  auto first = Subprocess::Start(so);
+  ASSERT_TRUE(first);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (last_step < 12 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_GE(last_step.load(), 12) << "the job did not reach step 12";
+  ASSERT_EQ(::kill((*first)->pid(), SIGKILL), 0);
+  (void)(*first)->Wait();
+  for (int i = 0; i < 100 && !ProcessesWith(marker).empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_TRUE(ProcessesWith(marker).empty()) << "ranks outlived the supervisor";
+  auto scan = ScanCheckpoints(t.ckpt);
+  ASSERT_TRUE(scan && scan->Chosen() != nullptr);
+  const int64_t newest = scan->Chosen()->step;
+
+  auto out = RunAnxin(args, {.timeout = std::chrono::seconds(90)});
+  ASSERT_EQ(out.exit_code, 0) << out.stdout_text << out.stderr_text;
+  EXPECT_THAT(out.stderr_text, HasSubstr("resuming the job of supervisor pid"));
+  // The second supervisor went on from the newest checkpoint to the end.
+  auto steps = Steps(out.stdout_text);
+  ASSERT_FALSE(steps.empty());
+  EXPECT_EQ(steps.front(), newest + 1);
+  EXPECT_EQ(steps.back(), 30);
+  for (size_t i = 0; i + 1 < steps.size(); ++i) EXPECT_EQ(steps[i + 1], steps[i] + 1);
+  auto in = t.Incidents();
+  ASSERT_EQ(in.size(), 1u);
+  EXPECT_EQ(in[0].fault.fault_class, "supervisor_restart");
+  EXPECT_EQ(in[0].outcome, "recovered");
+  EXPECT_GE(in[0].resumed_step, newest);  // "resumed from ... at step N" is progress too
+  EXPECT_THAT(in[0].checkpoint,
+              HasSubstr("iter_" + std::string(7 - std::to_string(newest).size(), '0') +
+                        std::to_string(newest)));
+  // The attempt counter went on: the relaunch is attempt 1.
+  EXPECT_THAT(t.dir.Read("logs/rank-0.log"), HasSubstr("--- anxin run: attempt 1, rank 0 ---"));
 }
 
 }  // namespace

@@ -46,6 +46,10 @@ struct JobTelemetry::Families {
   Family<Gauge>* alloc_fragmentation;
   Family<Counter>* alloc_ooms;
   Family<Counter>* dropped;
+  // From a supervisor (`anxin run`): labels node, job (, fault_class).
+  Family<Counter>* restarts;
+  Family<Counter>* incidents;
+  Family<Gauge>* last_recovery;
   Counter* dropped_jobs;
   Counter* dropped_ranks;
   Counter* dropped_kernels;
@@ -181,6 +185,22 @@ Result<std::unique_ptr<JobTelemetry>> JobTelemetry::Create(monitor::Registry& re
       registry.AddCounter("anxin_agent_telemetry_dropped_total",
                           "SDK events dropped because a cap on jobs, ranks or kernels was reached.",
                           {"node", "limit"}));
+  const monitor::FamilyOptions per_job{.max_series = t->options_.max_jobs};
+  const monitor::FamilyOptions per_class{.max_series = t->options_.max_jobs * 32};
+  ANXIN_ASSIGN_OR_RETURN(f->restarts,
+                         registry.AddCounter("anxin_job_restarts_total",
+                                             "Relaunches of the job by its supervisor (anxin run).",
+                                             {"node", "job"}, per_job));
+  ANXIN_ASSIGN_OR_RETURN(
+      f->incidents,
+      registry.AddCounter("anxin_job_incidents_total",
+                          "Faults that started a recovery, by fault class (anxin run).",
+                          {"node", "job", "fault_class"}, per_class));
+  ANXIN_ASSIGN_OR_RETURN(
+      f->last_recovery,
+      registry.AddGauge("anxin_job_last_recovery_seconds",
+                        "From the last recovered fault to the job's first progress after it.",
+                        {"node", "job"}, per_job));
   const std::string& node = t->options_.node;
   f->dropped_jobs = &f->dropped->WithLabels({node, "jobs"});
   f->dropped_ranks = &f->dropped->WithLabels({node, "ranks"});
@@ -226,10 +246,44 @@ JobTelemetry::RankState* JobTelemetry::FindOrAddRank(const monitor::SdkSender& s
   return ranks_.emplace(std::move(key), std::move(r)).first->second.get();
 }
 
+void JobTelemetry::ConsumeRecovery(const monitor::SdkSender& sender,
+                                   const monitor::SdkRecovery& rec) {
+  const std::string& node = options_.node;
+  auto& seen = recovery_[sender.job];
+  if (seen.empty() && recovery_.size() > options_.max_jobs) {
+    recovery_.erase(sender.job);
+    f_->dropped_jobs->Inc();
+    return;
+  }
+  // Counts are cumulative at the sender; a restarted sender that starts
+  // again lower only moves the baseline.
+  auto add = [](Counter& c, uint64_t& last, uint64_t now) {
+    if (now > last) c.Inc(static_cast<double>(now - last));
+    last = now;
+  };
+  add(f_->restarts->WithLabels({node, sender.job}), seen["\x01restarts"], rec.restarts_total);
+  add(f_->incidents->WithLabels({node, sender.job, rec.fault_class}), seen[rec.fault_class],
+      rec.incidents_total);
+  if (rec.recovery_ns > 0) {
+    f_->last_recovery->WithLabels({node, sender.job})
+        .Set(static_cast<double>(rec.recovery_ns) * 1e-9);
+  }
+}
+
 void JobTelemetry::Consume(const monitor::SdkDatagram& d) {
   using namespace monitor;
   std::lock_guard lock(mu_);
-  RankState* r = FindOrAddRank(d.sender, d.events.size());
+  // Recovery records describe the job, not a rank: they make no rank state.
+  size_t others = 0;
+  for (const SdkEvent& e : d.events) {
+    if (const auto* rec = std::get_if<SdkRecovery>(&e.body)) {
+      ConsumeRecovery(d.sender, *rec);
+    } else {
+      ++others;
+    }
+  }
+  if (others == 0) return;
+  RankState* r = FindOrAddRank(d.sender, others);
   if (r == nullptr) return;
   r->last_seen = clock_.Now();
   r->world_size = d.sender.world_size;

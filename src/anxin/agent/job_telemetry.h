@@ -32,6 +32,11 @@
 //   anxin_job_allocator_ooms_total              summed over the rank's devices
 //   anxin_agent_telemetry_dropped_total{limit}  events refused at a cap: limit =
 //                                               jobs, ranks or kernels
+// and, from a job's supervisor (`anxin run`; labels node, job only, kept for
+// the agent's life):
+//   anxin_job_restarts_total                    relaunches of the job
+//   anxin_job_incidents_total{fault_class}      faults that started a recovery
+//   anxin_job_last_recovery_seconds             fault to first progress, the last one
 // A series appears with the first event that feeds it; a value never
 // reported is left out. A rank silent for `expiry` is forgotten: its series
 // go away.
@@ -101,6 +106,7 @@ class JobTelemetry {
   JobTelemetry(monitor::Registry& registry, Clock& clock, JobTelemetryOptions options);
   RankState* FindOrAddRank(const monitor::SdkSender& sender, size_t events);
   void Forget(const std::string& job, const std::string& rank);
+  void ConsumeRecovery(const monitor::SdkSender& sender, const monitor::SdkRecovery& rec);
 
   Clock& clock_;
   JobTelemetryOptions options_;
@@ -108,6 +114,9 @@ class JobTelemetry {
   mutable std::mutex mu_;
   std::map<std::pair<std::string, int32_t>, std::unique_ptr<RankState>> ranks_;
   std::map<std::string, size_t> jobs_;  // ranks per job
+  // Per job: the last cumulative count seen, by fault class ("\x01restarts"
+  // for the restarts).
+  std::map<std::string, std::map<std::string, uint64_t>> recovery_;
   // The collect hook may outlive this object; the destructor clears it.
   struct HookGuard;
   std::shared_ptr<HookGuard> guard_;

@@ -146,6 +146,36 @@ TEST_F(JobTelemetryTest, AllocatorStatsAddUpOverDevicesAndOomsCount) {
   EXPECT_EQ(Value(t, "anxin_job_allocator_ooms_total" + l), 6);
 }
 
+TEST_F(JobTelemetryTest, RecoveryCountsBecomeJobSeriesWithoutARank) {
+  Make();
+  auto rec = [&](uint64_t restarts, uint64_t incidents, double seconds, std::string cls) {
+    jobs_->Consume(
+        Datagram("j", 0, 1,
+                 {monitor::SdkRecovery{.restarts_total = restarts,
+                                       .incidents_total = incidents,
+                                       .recovery_ns = static_cast<uint64_t>(seconds * 1e9),
+                                       .fault_class = std::move(cls)}}));
+  };
+  rec(0, 1, 0, "hang");  // a fault: no recovery time yet
+  std::string t = Text();
+  EXPECT_EQ(Value(t, R"(anxin_job_incidents_total{node="n1",job="j",fault_class="hang"})"), 1);
+  EXPECT_THAT(t, Not(HasSubstr("anxin_job_last_recovery_seconds{")));
+  rec(1, 1, 0, "hang");     // the relaunch
+  rec(1, 1, 12.5, "hang");  // progress again
+  rec(1, 1, 12.5, "hang");  // the same counts again (a resend) add nothing
+  rec(2, 1, 0, "process_exit");
+  rec(2, 1, 3.25, "process_exit");
+  t = Text();
+  EXPECT_EQ(Value(t, R"(anxin_job_restarts_total{node="n1",job="j"})"), 2);
+  EXPECT_EQ(Value(t, R"(anxin_job_incidents_total{node="n1",job="j",fault_class="hang"})"), 1);
+  EXPECT_EQ(Value(t, R"(anxin_job_incidents_total{node="n1",job="j",fault_class="process_exit"})"),
+            1);
+  EXPECT_DOUBLE_EQ(*Value(t, R"(anxin_job_last_recovery_seconds{node="n1",job="j"})"), 3.25);
+  // The supervisor is not a rank: no per-rank series, no rank counted.
+  EXPECT_THAT(t, Not(HasSubstr("anxin_job_heartbeat_age_seconds{")));
+  EXPECT_EQ(jobs_->stats().ranks, 0u);
+}
+
 TEST_F(JobTelemetryTest, HeartbeatAgeGrowsAndSilentRanksAreForgotten) {
   Make({.expiry = 10min});
   jobs_->Consume(Datagram("j", 0, 2, {monitor::SdkHeartbeat{}}));

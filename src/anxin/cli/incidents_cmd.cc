@@ -46,6 +46,7 @@ int Run(const Options& o, const GlobalOptions& g) {
   static const char* kShort[] = {"stop", "clear", "reset", "links", "ckpt", "launch", "verify"};
   std::printf("%-28s %-20s %-5s %-12s", "INCIDENT", "FAULT", "RANK", "OUTCOME");
   for (const char* s : kShort) std::printf(" %7s", s);
+  std::printf(" %7s", "other");
   std::printf(" %9s  %s\n", "RECOVERY", "RESUMED");
   for (const run::Incident& in : *incidents) {
     std::map<std::string, double> secs;
@@ -61,7 +62,16 @@ int Run(const Options& o, const GlobalOptions& g) {
         std::printf(" %7s", "-");
       } else {
         std::printf(" %7.2f", it->second);
+        secs.erase(it);
       }
+    }
+    // Steps of site playbooks (exec, notify) and escalation, together.
+    double other = 0;
+    for (const auto& [name, s] : secs) other += s;
+    if (secs.empty()) {
+      std::printf(" %7s", "-");
+    } else {
+      std::printf(" %7.2f", other);
     }
     if (in.time_to_recovery_seconds >= 0) {
       std::printf(" %8.2fs", in.time_to_recovery_seconds);

@@ -11,8 +11,10 @@
 
 #include "anxin/base/config.h"
 #include "anxin/cli/command.h"
+#include "anxin/cli/exit_codes.h"
 #include "anxin/device/registry.h"
 #include "anxin/host/topology.h"
+#include "anxin/run/signatures.h"
 #include "anxin/run/supervisor.h"
 
 namespace anxin::cli {
@@ -39,8 +41,13 @@ struct Options {
   std::string verify_timeout;
   int reset_retries = -1;
   std::string sdk_socket;
+  std::string playbook;
+  int min_nproc = -1;
   bool no_prefix = false;
 };
+
+static_assert(run::kExitRestartStorm == kExitRestartStorm);
+static_assert(run::kExitEscalated == kExitEscalated);
 
 run::Supervisor* g_supervisor = nullptr;
 
@@ -87,9 +94,9 @@ int Run(const Options& o, const GlobalOptions& g) {
   }
   std::optional<ConfigNode> section = FindSection(g.config, "run");
   if (section) {
-    Status keys =
-        section->CheckKeys({"detectors", "state_dir", "max_restarts", "storm_limit", "stop_grace",
-                            "reset_retries", "link_timeout", "verify_timeout"});
+    Status keys = section->CheckKeys({"detectors", "state_dir", "max_restarts", "storm_limit",
+                                      "stop_grace", "reset_retries", "link_timeout",
+                                      "verify_timeout", "playbooks", "faults", "escalation"});
     if (!keys) return ReportError(keys.error());
   }
   run::SupervisorOptions so;
@@ -138,6 +145,64 @@ int Run(const Options& o, const GlobalOptions& g) {
     }
     so.hang_timeout_seconds = *h;
   }
+  // Escalation: run.escalation.{faults, window, min_nproc}, --min-nproc.
+  std::optional<ConfigNode> esc;
+  if (section && section->Has("escalation")) {
+    auto e = section->Child("escalation");
+    if (!e) return fail(e.error());
+    Status k = e->CheckKeys({"faults", "window", "min_nproc"});
+    if (!k) return fail(k.error());
+    esc = *e;
+  }
+  auto esc_faults = Count(-1, esc, "faults", 3);
+  if (!esc_faults) return fail(esc_faults.error());
+  so.escalate_faults = *esc_faults;
+  auto window = Duration("", "", esc, "window", 3600);
+  if (!window) return fail(window.error());
+  so.escalate_window_seconds = *window;
+  auto min_nproc = Count(o.min_nproc, esc, "min_nproc", 0);
+  if (!min_nproc) return fail(min_nproc.error());
+  if (*min_nproc > o.nproc_per_node) {
+    return fail(Error(ErrorCode::kInvalidArgument, "--min-nproc " + std::to_string(*min_nproc) +
+                                                       " is above --nproc-per-node " +
+                                                       std::to_string(o.nproc_per_node)));
+  }
+  so.min_nproc = *min_nproc;
+
+  // Playbooks: the shipped default, then the run: section's, then --playbook.
+  run::PlaybookDefaults pd;
+  pd.stop_grace_seconds = so.stop_grace_seconds;
+  pd.reset_tries = so.reset_retries;
+  pd.link_timeout_seconds = so.link_timeout_seconds;
+  pd.verify_timeout_seconds = so.verify_timeout_seconds;
+  run::PlaybookSet books = run::DefaultPlaybooks(pd);
+  std::vector<std::string> site_classes;
+  if (section) {
+    if (auto sigs = section->Find("detectors")) {
+      if (auto lp = sigs->Find("log_patterns"); lp && lp->Has("signatures")) {
+        auto list = lp->Child("signatures");
+        if (!list) return fail(list.error());
+        auto parsed = run::ParseSignatures(*list);
+        if (!parsed) return fail(parsed.error());
+        for (const run::LogSignature& sig : *parsed) site_classes.push_back(sig.fault_class);
+      }
+    }
+    Status m = run::MergePlaybooks(*section, pd, site_classes, books);
+    if (!m) return fail(m.error());
+  }
+  if (!o.playbook.empty()) {
+    auto root = ConfigNode::LoadFile(o.playbook);
+    if (!root) return fail(root.error().With("--playbook"));
+    Status k = root->CheckKeys({"playbooks", "faults"});
+    if (!k) return fail(k.error());
+    Status m = run::MergePlaybooks(*root, pd, site_classes, books);
+    if (!m) return fail(m.error());
+  }
+  so.playbooks = std::move(books);
+  for (const char* v : {"ANXIN_JOB_ID", "SLURM_JOB_ID"}) {
+    if (const char* id = std::getenv(v); id != nullptr && so.job_id.empty()) so.job_id = id;
+  }
+
   so.state_dir = o.state_dir;
   if (so.state_dir.empty() && section) {
     auto s = section->Get<std::string>("state_dir", "");
@@ -229,6 +294,12 @@ CommandMain Setup(CLI::App& app) {
   app.add_option("--reset-retries", o->reset_retries, "tries of each device reset (default 3)");
   app.add_option("--sdk-socket", o->sdk_socket,
                  "the socket the ranks' SDK reports to (default: STATE_DIR/sdk-PID.sock)");
+  app.add_option("--playbook", o->playbook,
+                 "YAML file of recovery playbooks and the fault classes they serve "
+                 "(docs/recovery.md), over the run: section's");
+  app.add_option("--min-nproc", o->min_nproc,
+                 "fewest ranks the job may shrink to when a failing device is isolated "
+                 "(default: run.escalation.min_nproc, else no shrinking)");
   app.add_flag("--no-prefix", o->no_prefix, "do not copy rank output to this terminal");
   app.add_option("command", o->command, "the rank command and its arguments, after --")
       ->expected(-1);

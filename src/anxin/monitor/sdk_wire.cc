@@ -29,8 +29,9 @@ std::unexpected<Error> Truncated(size_t offset, std::string what) {
   return DataLoss(fmt::format("offset {}: truncated: {}", offset, what));
 }
 
-constexpr std::string_view kRecordNames[] = {"",       "step_begin", "step_end",   "collective",
-                                             "kernel", "heartbeat",  "checkpoint", "alloc_stats"};
+constexpr std::string_view kRecordNames[] = {"",           "step_begin",  "step_end",
+                                             "collective", "kernel",      "heartbeat",
+                                             "checkpoint", "alloc_stats", "recovery"};
 
 bool IsJobIdChar(uint8_t c) { return c >= 0x20 && c < 0x7f && c != '"' && c != '\\'; }
 
@@ -144,6 +145,29 @@ Status DecodeBody(SdkRecordType type, const uint8_t* body, size_t body_size, siz
       s.ooms = Get64(body + 40);
       s.remaps = Get64(body + 48);
       event.body = s;
+      return Ok();
+    }
+    case SdkRecordType::kRecovery: {
+      if (body_size < kSdkRecoveryBody)
+        return bad(fmt::format("body of {} bytes is shorter than {}", body_size, kSdkRecoveryBody));
+      size_t class_len = body[24];
+      if (class_len < 1 || class_len > kSdkMaxFaultClassBytes)
+        return bad(fmt::format("fault class length {} (must be 1..{})", class_len,
+                               kSdkMaxFaultClassBytes));
+      ANXIN_TRY(exact(kSdkRecoveryBody + class_len));
+      if (!std::holds_alternative<SdkRecovery>(event.body)) event.body = SdkRecovery{};
+      auto& r = std::get<SdkRecovery>(event.body);
+      r.restarts_total = Get64(body);
+      r.incidents_total = Get64(body + 8);
+      r.recovery_ns = Get64(body + 16);
+      if (r.recovery_ns > kSdkMaxDurationNs)
+        return bad(fmt::format("recovery {} ns is longer than a week", r.recovery_ns));
+      const uint8_t* c = body + kSdkRecoveryBody;
+      for (size_t i = 0; i < class_len; ++i) {
+        if (!((c[i] >= 'a' && c[i] <= 'z') || (c[i] >= '0' && c[i] <= '9') || c[i] == '_'))
+          return bad("fault class is not [a-z0-9_]");
+      }
+      r.fault_class.assign(reinterpret_cast<const char*>(c), class_len);
       return Ok();
     }
   }
@@ -293,6 +317,10 @@ Result<std::vector<uint8_t>> EncodeSdkDatagram(const SdkDatagram& d) {
             return w.AddHeartbeat(e.time_ns);
           } else if constexpr (std::is_same_v<T, SdkCheckpoint>) {
             return b.path.size() <= kSdkMaxPathBytes && w.AddCheckpoint(e.time_ns, b.step, b.path);
+          } else if constexpr (std::is_same_v<T, SdkRecovery>) {
+            return b.fault_class.size() <= kSdkMaxFaultClassBytes &&
+                   w.AddRecovery(e.time_ns, b.restarts_total, b.incidents_total, b.recovery_ns,
+                                 b.fault_class);
           } else {
             return w.AddAllocStats(e.time_ns, b);
           }

@@ -65,9 +65,16 @@ struct SdkCheckpoint {
   std::string path;
 };
 using SdkAllocStats = SdkAllocStatsFields;
+// From a supervisor (`anxin run`): cumulative counts for the sender's job.
+struct SdkRecovery {
+  uint64_t restarts_total = 0;
+  uint64_t incidents_total = 0;  // of fault_class
+  uint64_t recovery_ns = 0;      // the recovery this record reports; 0 = none
+  std::string fault_class{};     // 1..32 of [a-z0-9_]
+};
 
 using SdkEventBody = std::variant<SdkStepBegin, SdkStepEnd, SdkCollective, SdkKernel, SdkHeartbeat,
-                                  SdkCheckpoint, SdkAllocStats>;
+                                  SdkCheckpoint, SdkAllocStats, SdkRecovery>;
 
 struct SdkEvent {
   uint64_t time_ns = 0;  // ns since the Unix epoch, as the sender's clock said
@@ -111,7 +118,7 @@ SdkRejectReason RejectReasonOf(const Error& error);
 // "reduce", "send_recv", "barrier", "other".
 std::string_view SdkCollectiveOpName(SdkCollectiveOp op);
 // "step_begin", "step_end", "collective", "kernel", "heartbeat", "checkpoint",
-// "alloc_stats".
+// "alloc_stats", "recovery".
 std::string_view SdkEventTypeName(const SdkEventBody& body);
 
 // nccl-tests' bus-bandwidth factor for a collective over n ranks: 2(n-1)/n

@@ -37,6 +37,10 @@
 //     checkpoint   u64 step, u16 path length (1..4096), path
 //     alloc_stats  i32 device (>= 0), u32 zero, u64 reserved_bytes, u64 allocated_bytes,
 //                  u64 peak_reserved_bytes, f64 fragmentation (0..1), u64 ooms, u64 remaps
+//     recovery     u64 restarts_total, u64 incidents_total (of this fault class),
+//                  u64 recovery_ns (0: none in this record), u8 fault class length
+//                  (1..32), fault class ([a-z0-9_]); sent by a supervisor such as
+//                  `anxin run`, counts cumulative
 //   Strings are UTF-8 without control characters; durations are at most
 //   kSdkMaxDurationNs. A receiver rejects a datagram whole when anything in it
 //   breaks these rules, including a version it does not know: new record types
@@ -75,6 +79,7 @@ inline constexpr size_t kSdkMaxJobIdBytes = 64;
 inline constexpr size_t kSdkMaxAlgorithmBytes = 32;
 inline constexpr size_t kSdkMaxKernelNameBytes = 96;
 inline constexpr size_t kSdkMaxPathBytes = 4096;
+inline constexpr size_t kSdkMaxFaultClassBytes = 32;
 inline constexpr int32_t kSdkMaxWorldSize = 1 << 20;
 inline constexpr uint64_t kSdkMaxDurationNs = 7ULL * 24 * 3600 * 1000000000ULL;  // a week
 
@@ -86,8 +91,9 @@ enum class SdkRecordType : uint8_t {
   kHeartbeat = 5,
   kCheckpoint = 6,
   kAllocStats = 7,
+  kRecovery = 8,
 };
-inline constexpr uint8_t kSdkMaxRecordType = 7;
+inline constexpr uint8_t kSdkMaxRecordType = 8;
 
 // The same numbers as anxin_collective_op in include/anxin/sdk.h.
 enum class SdkCollectiveOp : uint8_t {
@@ -111,6 +117,7 @@ inline constexpr size_t kSdkKernelBody = 9;
 inline constexpr size_t kSdkHeartbeatBody = 0;
 inline constexpr size_t kSdkCheckpointBody = 10;
 inline constexpr size_t kSdkAllocStatsBody = 56;
+inline constexpr size_t kSdkRecoveryBody = 25;
 
 // The largest record: a checkpoint with the longest path.
 inline constexpr size_t kSdkMaxRecordBytes =
@@ -245,6 +252,20 @@ class SdkDatagramWriter {
     Put64(at + 44, bits);
     Put64(at + 52, s.ooms);
     Put64(at + 60, s.remaps);
+    return true;
+  }
+
+  // fault_class: 1..kSdkMaxFaultClassBytes of [a-z0-9_] (not checked here).
+  bool AddRecovery(uint64_t time_ns, uint64_t restarts_total, uint64_t incidents_total,
+                   uint64_t recovery_ns, std::string_view fault_class) {
+    size_t at = size_;
+    if (!Open(SdkRecordType::kRecovery, time_ns, kSdkRecoveryBody + fault_class.size()))
+      return false;
+    Put64(at + 12, restarts_total);
+    Put64(at + 20, incidents_total);
+    Put64(at + 28, recovery_ns);
+    buf_[at + 36] = static_cast<uint8_t>(fault_class.size());
+    std::memcpy(buf_ + at + 37, fault_class.data(), fault_class.size());
     return true;
   }
 

@@ -39,6 +39,10 @@ SdkDatagram Sample() {
                                             .fragmentation = 0.125,
                                             .ooms = 1,
                                             .remaps = 9}});
+  d.events.push_back({kT + 8, SdkRecovery{.restarts_total = 4,
+                                          .incidents_total = 2,
+                                          .recovery_ns = 12'500'000'000,
+                                          .fault_class = "collective_timeout"}});
   return d;
 }
 
@@ -67,8 +71,8 @@ TEST(SdkWireTest, EveryRecordTypeRoundTrips) {
   EXPECT_EQ(out->sender.sequence, 17u);
   EXPECT_EQ(out->sender.dropped_total, 2u);
   EXPECT_EQ(out->sender.unsent_total, 5u);
-  ASSERT_EQ(out->events.size(), 7u);
-  for (size_t i = 0; i < 7; ++i) {
+  ASSERT_EQ(out->events.size(), 8u);
+  for (size_t i = 0; i < 8; ++i) {
     EXPECT_EQ(out->events[i].time_ns, kT + 1 + i);
     EXPECT_EQ(out->events[i].body.index(), i);
   }
@@ -86,6 +90,11 @@ TEST(SdkWireTest, EveryRecordTypeRoundTrips) {
   EXPECT_EQ(a.allocated_bytes, 50ULL << 30);
   EXPECT_EQ(a.fragmentation, 0.125);
   EXPECT_EQ(a.remaps, 9u);
+  const auto& rec = std::get<SdkRecovery>(out->events[7].body);
+  EXPECT_EQ(rec.restarts_total, 4u);
+  EXPECT_EQ(rec.incidents_total, 2u);
+  EXPECT_EQ(rec.recovery_ns, 12'500'000'000u);
+  EXPECT_EQ(rec.fault_class, "collective_timeout");
   // Canonical: encoding what was decoded gives the same bytes.
   EXPECT_EQ(Encode(*out), bytes);
 }
@@ -166,7 +175,7 @@ INSTANTIATE_TEST_SUITE_P(
                       Corruption{"quote in job id", SIZE_MAX, 50, '"', "printable ASCII"},
                       Corruption{"newline in job id", SIZE_MAX, 50, '\n', "printable ASCII"},
                       Corruption{"record type 0", 0, 0, 0, "unknown type 0"},
-                      Corruption{"record type 8", 0, 0, 8, "unknown type 8"},
+                      Corruption{"record type 9", 0, 0, 9, "unknown type 9"},
                       Corruption{"record reserved", 1, 1, 1, "reserved byte"},
                       Corruption{"record size below header", 0, 2, 4, "shorter than its header"},
                       Corruption{"step body too long", 0, 2, 21, "body of 9 bytes, expected 8"},
@@ -184,7 +193,12 @@ INSTANTIATE_TEST_SUITE_P(
                       Corruption{"checkpoint path DEL", 5, 22, 0x7f, "path is not UTF-8"},
                       Corruption{"negative device", 6, 15, 0x80, "negative device"},
                       Corruption{"fragmentation above 1", 6, 51, 0x40, "fragmentation"},
-                      Corruption{"alloc reserved", 6, 16, 1, "reserved bytes"}),
+                      Corruption{"alloc reserved", 6, 16, 1, "reserved bytes"},
+                      Corruption{"recovery over a week", 7, 35, 0x7f, "longer than a week"},
+                      Corruption{"fault class length 0", 7, 36, 0, "fault class length 0"},
+                      Corruption{"fault class length 33", 7, 36, 33, "fault class length 33"},
+                      Corruption{"fault class upper case", 7, 37, 'C', "fault class is not"},
+                      Corruption{"fault class space", 7, 40, ' ', "fault class is not"}),
     [](const auto& info) {
       std::string n = info.param.name;
       for (char& ch : n)
@@ -194,9 +208,9 @@ INSTANTIATE_TEST_SUITE_P(
 
 TEST(SdkWireTest, MoreRecordsThanBytesIsTruncated) {
   std::vector<uint8_t> bytes = Encode(Sample());
-  bytes[6] = 8;
+  bytes[6] = 9;
   auto r = DecodeSdkDatagram(bytes);
-  ASSERT_THAT(r, HasCode(ErrorCode::kDataLoss, HasSubstr("record 8 of 8 has no room")));
+  ASSERT_THAT(r, HasCode(ErrorCode::kDataLoss, HasSubstr("record 9 of 9 has no room")));
   EXPECT_EQ(RejectReasonOf(r.error()), SdkRejectReason::kTruncated);
 }
 
@@ -209,7 +223,7 @@ TEST(SdkWireTest, TimeZeroAndTrailingBytesAreMalformed) {
   bytes = Encode(Sample());
   bytes.push_back(0);
   EXPECT_THAT(DecodeSdkDatagram(bytes),
-              HasCode(ErrorCode::kInvalidArgument, HasSubstr("1 bytes after the last of 7")));
+              HasCode(ErrorCode::kInvalidArgument, HasSubstr("1 bytes after the last of 8")));
 }
 
 TEST(SdkWireTest, FragmentationNaNIsMalformed) {
@@ -280,6 +294,7 @@ TEST(SdkWireTest, Names) {
   EXPECT_EQ(SdkCollectiveOpName(SdkCollectiveOp::kAllToAll), "all_to_all");
   EXPECT_EQ(SdkEventTypeName(SdkKernel{}), "kernel");
   EXPECT_EQ(SdkEventTypeName(SdkAllocStats{}), "alloc_stats");
+  EXPECT_EQ(SdkEventTypeName(SdkRecovery{}), "recovery");
 }
 
 }  // namespace

@@ -251,6 +251,9 @@ class DeviceFaultDetector final : public Detector {
                             (e.message.empty() ? "" : " (" + e.message + ")"),
                         DetectorClock::now());
     f.device = e.index;
+    if (e.time != Clock::TimePoint{}) {
+      f.detection_seconds = std::max(0.0, std::chrono::duration<double>(f.wall - e.time).count());
+    }
     f.evidence.push_back(f.summary);
     ctx_.report(std::move(f));
   }

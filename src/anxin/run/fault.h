@@ -36,6 +36,9 @@ struct Fault {
   std::chrono::steady_clock::time_point seen{};  // when the detector saw it
   std::chrono::system_clock::time_point wall{};  // the same instant, wall clock
   int attempt = 0;                               // the launch it belongs to (set by the supervisor)
+  // From the evidence's own time (a backend event's timestamp) to the
+  // detector's report; < 0 when the evidence has no time of its own.
+  double detection_seconds = -1;
 };
 
 // Faults of severity minor are recorded; major and critical start a recovery.

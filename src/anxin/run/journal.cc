@@ -16,8 +16,9 @@ namespace {
 
 using SysClock = std::chrono::system_clock;
 
-// RFC 3339 UTC with milliseconds.
-std::string FormatTime(SysClock::time_point t) {
+}  // namespace
+
+std::string FormatRfc3339(SysClock::time_point t) {
   if (t == SysClock::time_point{}) return "";
   const auto ms =
       std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
@@ -30,6 +31,8 @@ std::string FormatTime(SysClock::time_point t) {
                 static_cast<int>(ms % 1000));
   return buf;
 }
+
+namespace {
 
 Result<SysClock::time_point> ParseTime(const std::string& s) {
   if (s.empty()) return SysClock::time_point{};
@@ -63,8 +66,8 @@ nlohmann::json IncidentToJson(const Incident& in) {
   nlohmann::json steps = nlohmann::json::array();
   for (const StepRecord& s : in.steps) {
     steps.push_back({{"name", s.name},
-                     {"start", FormatTime(s.start)},
-                     {"end", FormatTime(s.end)},
+                     {"start", FormatRfc3339(s.start)},
+                     {"end", FormatRfc3339(s.end)},
                      {"seconds", s.seconds()},
                      {"result", s.result},
                      {"detail", s.detail},
@@ -81,11 +84,12 @@ nlohmann::json IncidentToJson(const Incident& in) {
             {"rank", f.rank},
             {"device", f.device},
             {"summary", f.summary},
-            {"time", FormatTime(f.wall)},
+            {"time", FormatRfc3339(f.wall)},
             {"evidence", f.evidence}}},
           {"detection_seconds", in.detection_seconds},
           {"steps", steps},
           {"outcome", in.outcome},
+          {"playbook", in.playbook},
           {"checkpoint", in.checkpoint},
           {"resumed_step", in.resumed_step},
           {"time_to_recovery_seconds", in.time_to_recovery_seconds}};
@@ -121,6 +125,7 @@ Result<Incident> IncidentFromJson(const nlohmann::json& j) {
       in.steps.push_back(std::move(r));
     }
     in.outcome = j.value("outcome", "");
+    in.playbook = j.value("playbook", "");
     in.checkpoint = j.value("checkpoint", "");
     in.resumed_step = j.value("resumed_step", int64_t{-1});
     in.time_to_recovery_seconds = j.value("time_to_recovery_seconds", -1.0);

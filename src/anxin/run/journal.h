@@ -40,9 +40,13 @@ struct Incident {
   int attempt = 0;  // the launch the fault ended
   Fault fault;
   std::vector<StepRecord> steps;
-  // "recovering", "recovered", "gave_up" (budget or storm), "fatal" (not
-  // retryable), "stopped" (the supervisor was asked to stop).
+  // "recovering", "recovered", "relaunched" (no verify_progress step),
+  // "failed_again", "gave_up" (budget, storm, a failed step), "fatal" (not
+  // retryable), "escalated" (a failing device the job cannot do without),
+  // "stopped" (asked to stop, or a playbook without relaunch),
+  // "supervisor_restarted" (its supervisor died during the recovery).
   std::string outcome = "recovering";
+  std::string playbook;    // the playbook that ran
   std::string checkpoint;  // what the relaunch resumed from ("" = from scratch)
   int64_t resumed_step = -1;
   // From the fault to the first progress after the relaunch; < 0 until then.
@@ -50,6 +54,9 @@ struct Incident {
   // From the evidence (the line, the exit) to the detector's report.
   double detection_seconds = -1;
 };
+
+// RFC 3339 UTC with milliseconds, "2026-12-02T13:05:01.250Z"; "" for the epoch.
+std::string FormatRfc3339(std::chrono::system_clock::time_point t);
 
 // "20261202T130501-12345-1": time, supervisor pid, a counter.
 std::string NewIncidentId();

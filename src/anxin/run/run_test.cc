@@ -3,12 +3,18 @@
 
 #include <chrono>
 #include <filesystem>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <thread>
 
+#include "anxin/base/http.h"
 #include "anxin/base/testing.h"
 #include "anxin/device/registry.h"
+#include "anxin/monitor/sdk_receiver.h"
 #include "anxin/run/checkpoint.h"
 #include "anxin/run/journal.h"
 #include "anxin/run/launch.h"
+#include "anxin/run/playbook.h"
 #include "anxin/run/sha256.h"
 #include "anxin/run/signatures.h"
 #include "anxin/run/supervisor.h"
@@ -397,18 +403,20 @@ TEST(SupervisorTest, ResetThatAlwaysFailsIsolatesTheDeviceOrGivesUp) {
   auto in = spare.Incidents();
   ASSERT_EQ(in.size(), 1u);
   EXPECT_EQ(FindStep(in[0], "reset_device")->result, "degraded");
-  EXPECT_THAT(FindStep(in[0], "reset_device")->detail, HasSubstr("device 0 isolated"));
+  EXPECT_THAT(FindStep(in[0], "reset_device")->detail,
+              HasSubstr("device 0 did not reset after 3 tries"));
+  EXPECT_THAT(FindStep(in[0], "escalate")->detail, HasSubstr("isolated, a spare device"));
   EXPECT_THAT(spare.dir.Read("logs/rank-0.log"), HasSubstr("devices=1"));
 
   Job none("[ \"$ANXIN_RUN_ATTEMPT\" = 0 ] && echo 'HCCL_E_TIMEOUT' && sleep 60; echo step 1",
            kBadReset);
   rc = none.Run();
   ASSERT_TRUE(rc);
-  EXPECT_EQ(*rc, 1);
+  EXPECT_EQ(*rc, kExitEscalated);  // a reset that always fails escalates
   in = none.Incidents();
   ASSERT_EQ(in.size(), 1u);
-  EXPECT_EQ(in[0].outcome, "gave_up");
-  EXPECT_THAT(FindStep(in[0], "reset_device")->detail, HasSubstr("no spare device"));
+  EXPECT_EQ(in[0].outcome, "escalated");
+  EXPECT_THAT(FindStep(in[0], "escalate")->detail, HasSubstr("cannot isolate it"));
 }
 
 TEST(SupervisorTest, LinkDownHoldsTheRelaunchUntilItIsUp) {
@@ -479,6 +487,438 @@ TEST(SupervisorTest, BadDetectorConfigurationNamesThePlace) {
   ASSERT_FALSE(rc);
   EXPECT_THAT(rc.error().Describe(), HasSubstr("g.yaml:3:5"));
   EXPECT_THAT(rc.error().Describe(), HasSubstr("unknown key 'timeot'"));
+}
+
+// ---- Playbooks.
+
+PlaybookSet Books(std::string_view yaml, PlaybookDefaults d = {}) {
+  auto root = ConfigNode::Parse(yaml, "p.yaml");
+  EXPECT_TRUE(root) << root.error().ToString();
+  PlaybookSet set = DefaultPlaybooks(d);
+  Status s = MergePlaybooks(*root, d, {}, set);
+  EXPECT_TRUE(s) << s.error().ToString();
+  return set;
+}
+
+TEST(PlaybookTest, DefaultIsTheFixedSequence) {
+  PlaybookDefaults d;
+  d.stop_grace_seconds = 2;
+  d.reset_tries = 4;
+  PlaybookSet set = DefaultPlaybooks(d);
+  const Playbook& p = set.For("hang");
+  std::vector<std::string> names;
+  for (const PlaybookStep& s : p.steps) names.emplace_back(StepKindName(s.kind));
+  EXPECT_EQ(names, (std::vector<std::string>{"stop_ranks", "clear_device_memory", "reset_device",
+                                             "wait_links_up", "select_checkpoint", "relaunch",
+                                             "verify_progress"}));
+  EXPECT_EQ(p.steps[0].timeout_seconds, 2);
+  EXPECT_EQ(p.steps[2].retries, 3);  // 4 tries
+  EXPECT_EQ(p.steps[2].only_for, ResetFaultClasses());
+  EXPECT_EQ(&set.For("process_exit"), &p);
+  EXPECT_EQ(set.Escalation(), nullptr);
+}
+
+TEST(PlaybookTest, FileDefinesPlaybooksAndMapsFaultClasses) {
+  PlaybookSet set = Books(R"(playbooks:
+  hccl:
+    - {step: stop_ranks, grace: 3s}
+    - {step: reset_device, retries: 5, retry_delay: 250ms, timeout: 2m}
+    - {step: exec, argv: [/bin/echo, "{device}"], timeout: 10s, on_failure: continue}
+    - {step: notify, url: "http://127.0.0.1:9/webhook"}
+    - {step: select_checkpoint}
+    - {step: relaunch}
+    - {step: verify_progress, timeout: 1m}
+  page:
+    - {step: stop_ranks}
+    - {step: notify, url: "http://127.0.0.1:9/webhook", timeout: 1s, retries: 2}
+faults:
+  network: hccl
+  collective_timeout: hccl
+  escalation: page
+)");
+  const Playbook& p = set.For("network");
+  EXPECT_EQ(p.name, "hccl");
+  ASSERT_EQ(p.steps.size(), 7u);
+  EXPECT_EQ(p.steps[0].timeout_seconds, 3);
+  EXPECT_EQ(p.steps[1].retries, 5);
+  EXPECT_EQ(p.steps[1].retry_delay_seconds, 0.25);
+  EXPECT_EQ(p.steps[1].timeout_seconds, 120);
+  EXPECT_EQ(p.steps[2].argv, (std::vector<std::string>{"/bin/echo", "{device}"}));
+  EXPECT_FALSE(p.steps[2].abort_on_failure);
+  EXPECT_FALSE(p.steps[3].abort_on_failure);  // notify never blocks
+  EXPECT_EQ(p.steps[3].timeout_seconds, 5);
+  EXPECT_EQ(p.steps[6].timeout_seconds, 60);
+  EXPECT_TRUE(p.Relaunches());
+  EXPECT_EQ(set.For("hang").name, "default");
+  ASSERT_NE(set.Escalation(), nullptr);
+  EXPECT_FALSE(set.Escalation()->Relaunches());
+  EXPECT_EQ(set.Escalation()->steps[1].retries, 2);
+}
+
+TEST(PlaybookTest, TheShippedExampleFileIsValid) {
+  auto root = ConfigNode::LoadFile(::anxin::testing::SourcePath("examples/run/playbooks.yaml"));
+  ASSERT_TRUE(root) << root.error().ToString();
+  PlaybookSet set = DefaultPlaybooks({});
+  Status s = MergePlaybooks(*root, {}, {}, set);
+  ASSERT_TRUE(s) << s.error().ToString();
+  EXPECT_EQ(set.For("link_down").name, "link");
+  EXPECT_EQ(set.For("network").name, "collective");
+  EXPECT_EQ(set.For("process_exit").name, "default");
+  ASSERT_NE(set.Escalation(), nullptr);
+  EXPECT_EQ(set.Escalation()->name, "page");
+}
+
+struct BadPlaybook {
+  const char* name;
+  const char* yaml;
+  const char* error;  // file:line:col and the words
+};
+
+class PlaybookErrorTest : public ::testing::TestWithParam<BadPlaybook> {};
+
+TEST_P(PlaybookErrorTest, NamesThePlace) {
+  const BadPlaybook& b = GetParam();
+  auto root = ConfigNode::Parse(b.yaml, "p.yaml");
+  ASSERT_TRUE(root) << root.error().ToString();
+  PlaybookSet set = DefaultPlaybooks({});
+  Status s = MergePlaybooks(*root, {}, {"divergence"}, set);
+  ASSERT_FALSE(s) << b.name;
+  EXPECT_EQ(s.error().code(), ErrorCode::kInvalidArgument);
+  EXPECT_THAT(s.error().Describe(), HasSubstr(b.error)) << s.error().Describe();
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, PlaybookErrorTest,
+    ::testing::Values(
+        BadPlaybook{"unknown_step",
+                    "playbooks:\n  a:\n    - step: stop_ranks\n    - step: reboot\n",
+                    "p.yaml:4:13: playbooks.a[1].step: unknown step 'reboot' (known: stop_ranks"},
+        BadPlaybook{"unknown_key", "playbooks:\n  a:\n    - step: stop_ranks\n      grcae: 5s\n",
+                    "p.yaml:4:7: playbooks.a[0]: unknown key 'grcae'"},
+        BadPlaybook{"bad_duration",
+                    "playbooks:\n  a:\n    - step: stop_ranks\n    - step: reset_device\n"
+                    "      timeout: 5 parsecs\n",
+                    "p.yaml:5:16: playbooks.a[1].timeout: expected a duration"},
+        BadPlaybook{"wrong_type",
+                    "playbooks:\n  a:\n    - step: stop_ranks\n    - step: exec\n"
+                    "      argv: /bin/true\n",
+                    "p.yaml:5:13: playbooks.a[1].argv: expected an argument vector"},
+        BadPlaybook{"retries_not_a_number",
+                    "playbooks:\n  a:\n    - step: stop_ranks\n    - step: reset_device\n"
+                    "      retries: many\n",
+                    "p.yaml:5:16: playbooks.a[1].retries: expected an integer"},
+        BadPlaybook{"retries_where_none_apply",
+                    "playbooks:\n  a:\n    - step: stop_ranks\n    - step: select_checkpoint\n"
+                    "      retries: 2\n",
+                    "p.yaml:5:7: playbooks.a[1]: unknown key 'retries'"},
+        BadPlaybook{"unknown_fault_class", "faults:\n  hangg: default\n",
+                    "p.yaml:2:10: faults.hangg: unknown fault class 'hangg' (known: default, "
+                    "escalation, process_exit"},
+        BadPlaybook{"unknown_class_in_only_for",
+                    "playbooks:\n  a:\n    - step: stop_ranks\n      only_for: [hang, ooops]\n",
+                    "p.yaml:4:24: playbooks.a[0].only_for[1]: unknown fault class 'ooops'"},
+        BadPlaybook{
+            "undefined_playbook", "faults:\n  divergence: rollback\n",
+            "p.yaml:2:15: faults.divergence: no playbook named 'rollback' (defined: default)"},
+        BadPlaybook{"reset_before_stop", "playbooks:\n  a:\n    - step: reset_device\n",
+                    "p.yaml:3:7: playbooks.a[0]: reset_device must come after stop_ranks"},
+        BadPlaybook{"verify_without_relaunch",
+                    "playbooks:\n  a:\n    - step: stop_ranks\n    - step: verify_progress\n",
+                    "p.yaml:4:7: playbooks.a[1]: verify_progress must follow relaunch"},
+        BadPlaybook{"notify_without_url",
+                    "playbooks:\n  a:\n    - step: stop_ranks\n    - step: notify\n",
+                    "p.yaml:4:7: playbooks.a[1]: missing required key 'url'"},
+        BadPlaybook{"notify_bad_url",
+                    "playbooks:\n  a:\n    - step: stop_ranks\n    - step: notify\n"
+                    "      url: 127.0.0.1:80\n",
+                    "p.yaml:5:12: playbooks.a[1].url: expected an http:// or https:// URL"},
+        BadPlaybook{"bad_on_failure",
+                    "playbooks:\n  a:\n    - step: stop_ranks\n    - step: exec\n"
+                    "      argv: [/bin/true]\n      on_failure: ignore\n",
+                    "p.yaml:6:19: playbooks.a[1].on_failure: expected abort or continue"},
+        BadPlaybook{"steps_not_a_list", "playbooks:\n  a: stop_ranks\n",
+                    "p.yaml:2:6: playbooks.a: expected a list of steps"}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+// A local webhook that keeps what it is sent.
+struct Hook {
+  HttpServer server;
+  std::mutex mu;
+  std::vector<std::string> bodies;
+  Hook() {
+    server.Post("/hook", [this](const HttpRequest& r) {
+      std::lock_guard lock(mu);
+      bodies.push_back(r.body);
+      return HttpResponse::Json(200, R"({"status":"stored"})");
+    });
+    EXPECT_TRUE(server.Start());
+  }
+  std::string Url() { return "http://127.0.0.1:" + std::to_string(server.port()) + "/hook"; }
+  std::vector<std::string> Bodies() {
+    std::lock_guard lock(mu);
+    return bodies;
+  }
+};
+
+TEST(SupervisorTest, PlaybookRunsExecAndNotifyAndAFailingNotifyDoesNotBlock) {
+  Hook hook;
+  Job job("[ \"$ANXIN_RUN_ATTEMPT\" = 0 ] && echo 'HCCL_E_TIMEOUT' && sleep 60; echo step 1",
+          kFastResets);
+  const std::string marks = job.dir / "hook.txt";
+  PlaybookDefaults d;
+  d.reset_retry_delay_seconds = 0.05;
+  job.o.playbooks = Books(R"(playbooks:
+  hccl:
+    - {step: stop_ranks, grace: 500ms}
+    - {step: exec, argv: [/bin/sh, -c, 'echo "dev={device} fault={fault} attempt={attempt}" >> )" +
+                              marks + R"('], timeout: 5s}
+    - {step: notify, url: ")" +
+                              hook.Url() + R"(", timeout: 2s}
+    - {step: notify, url: "http://127.0.0.1:1/nobody", timeout: 1s, retries: 1, retry_delay: 100ms}
+    - {step: reset_device, retries: 1, retry_delay: 50ms}
+    - {step: select_checkpoint}
+    - {step: relaunch}
+    - {step: verify_progress, timeout: 10s}
+faults:
+  collective_timeout: hccl
+)",
+                          d);
+  auto rc = job.Run();
+  ASSERT_TRUE(rc) << rc.error().ToString();
+  EXPECT_EQ(*rc, 0);
+  auto in = job.Incidents();
+  ASSERT_EQ(in.size(), 1u);
+  EXPECT_EQ(in[0].playbook, "hccl");
+  EXPECT_EQ(in[0].outcome, "recovered");
+  std::vector<std::string> names;
+  for (const StepRecord& s : in[0].steps) names.push_back(s.name + ":" + s.result);
+  EXPECT_EQ(names, (std::vector<std::string>{
+                       "stop_ranks:ok", "exec:ok", "notify:ok", "notify:failed", "reset_device:ok",
+                       "select_checkpoint:skipped", "relaunch:ok", "verify_progress:ok"}));
+  EXPECT_EQ(in[0].steps[3].tries, 2);
+  EXPECT_THAT(in[0].steps[3].detail, HasSubstr("127.0.0.1:1"));
+  EXPECT_EQ(job.dir.Read("hook.txt"), "dev=0,1 fault=collective_timeout attempt=0\n");
+  auto bodies = hook.Bodies();
+  ASSERT_EQ(bodies.size(), 1u);
+  auto msg = nlohmann::json::parse(bodies[0]);
+  EXPECT_EQ(msg["version"], "4");
+  EXPECT_EQ(msg["alerts"][0]["labels"]["alertname"], "AnxinRunFault");
+  EXPECT_EQ(msg["alerts"][0]["labels"]["fault_class"], "collective_timeout");
+  EXPECT_THAT(msg["alerts"][0]["annotations"]["description"].get<std::string>(),
+              HasSubstr("exec ok"));
+}
+
+TEST(SupervisorTest, PlaybookWithoutRelaunchEndsTheJob) {
+  Job job("echo 'HCCL_E_TIMEOUT'; sleep 60", kFastResets);
+  job.o.playbooks = Books(
+      "playbooks:\n  stop:\n    - {step: stop_ranks, grace: 100ms}\n"
+      "faults:\n  collective_timeout: stop\n");
+  auto rc = job.Run();
+  ASSERT_TRUE(rc);
+  EXPECT_EQ(*rc, 1);
+  auto in = job.Incidents();
+  ASSERT_EQ(in.size(), 1u);
+  EXPECT_EQ(in[0].outcome, "stopped");
+}
+
+TEST(SupervisorTest, ExecThatFailsAbortsTheRecovery) {
+  Job job("[ \"$ANXIN_RUN_ATTEMPT\" = 0 ] && exit 2; echo step 1", kFastResets);
+  job.o.playbooks = Books(
+      "playbooks:\n  p:\n    - {step: stop_ranks}\n"
+      "    - {step: exec, argv: [/bin/sh, -c, 'echo no container; exit 3'], retries: 1, "
+      "retry_delay: 10ms}\n    - {step: relaunch}\nfaults:\n  process_exit: p\n");
+  auto rc = job.Run();
+  ASSERT_TRUE(rc);
+  EXPECT_EQ(*rc, 1);
+  auto in = job.Incidents();
+  ASSERT_EQ(in.size(), 1u);
+  EXPECT_EQ(in[0].outcome, "gave_up");
+  const StepRecord* exec = FindStep(in[0], "exec");
+  ASSERT_NE(exec, nullptr);
+  EXPECT_EQ(exec->result, "failed");
+  EXPECT_EQ(exec->tries, 2);
+  EXPECT_THAT(exec->detail, HasSubstr("no container"));
+  EXPECT_EQ(FindStep(in[0], "relaunch"), nullptr);
+}
+
+// ---- Escalation.
+
+constexpr char kLostTwice[] =
+    "name: t\ndevices:\n  count: 3\n  model: Ascend910C\n  ports: 1\n"
+    "  reset: {duration: 0.05s, fail_first: 0}\n"
+    "events:\n  - {at: 0.5s, device: 1, kind: device_lost}\n"
+    "  - {at: 3s, device: 1, kind: device_lost}\n";
+
+TEST(SupervisorTest, RepeatedDeviceFaultsIsolateTheDeviceForASpare) {
+  Job job(
+      "echo \"attempt=$ANXIN_RUN_ATTEMPT devices=$ASCEND_RT_VISIBLE_DEVICES\"; "
+      "[ \"$ANXIN_RUN_ATTEMPT\" -lt 2 ] && sleep 60; echo step 1",
+      kLostTwice);
+  job.o.escalate_faults = 2;
+  job.o.escalate_window_seconds = 60;
+  auto rc = job.Run();
+  ASSERT_TRUE(rc) << rc.error().ToString();
+  EXPECT_EQ(*rc, 0);
+  auto in = job.Incidents();
+  ASSERT_EQ(in.size(), 2u);
+  EXPECT_EQ(FindStep(in[0], "escalate"), nullptr);
+  const StepRecord* esc = FindStep(in[1], "escalate");
+  ASSERT_NE(esc, nullptr);
+  EXPECT_EQ(esc->result, "ok");
+  EXPECT_THAT(esc->detail, HasSubstr("device 1: 2 fault(s) within 60 s: isolated, a spare"));
+  // The isolated device is neither reset nor in the relaunch.
+  EXPECT_EQ(FindStep(in[1], "reset_device")->result, "skipped");
+  EXPECT_THAT(job.dir.Read("logs/rank-0.log"), HasSubstr("attempt=2 devices=0,2"));
+}
+
+TEST(SupervisorTest, EscalationShrinksTheJobToMinNproc) {
+  Job job(
+      "echo \"attempt=$ANXIN_RUN_ATTEMPT world=$WORLD_SIZE\"; "
+      "[ \"$ANXIN_RUN_ATTEMPT\" = 0 ] && sleep 60; echo step 1",
+      "name: t\ndevices:\n  count: 2\n  model: Ascend910C\n  ports: 1\n"
+      "  reset: {duration: 0.05s}\nevents:\n  - {at: 0.5s, device: 1, kind: device_lost}\n");
+  job.o.escalate_faults = 1;
+  job.o.min_nproc = 1;
+  auto rc = job.Run();
+  ASSERT_TRUE(rc) << rc.error().ToString();
+  EXPECT_EQ(*rc, 0);
+  auto in = job.Incidents();
+  ASSERT_EQ(in.size(), 1u);
+  EXPECT_THAT(FindStep(in[0], "escalate")->detail, HasSubstr("the job goes on with 1 rank(s)"));
+  EXPECT_THAT(job.dir.Read("logs/rank-0.log"), HasSubstr("attempt=1 world=1"));
+}
+
+TEST(SupervisorTest, EscalationWithoutRoomStopsAndPages) {
+  Hook hook;
+  Job job("sleep 60",
+          "name: t\ndevices:\n  count: 2\n  model: Ascend910C\n  ports: 1\n"
+          "  reset: {duration: 0.05s}\nevents:\n  - {at: 0.5s, device: 0, kind: device_lost}\n");
+  job.o.escalate_faults = 1;
+  job.o.playbooks = Books(
+      "playbooks:\n  page:\n    - {step: stop_ranks}\n"
+      "    - {step: notify, url: \"" +
+      hook.Url() + "\"}\nfaults:\n  escalation: page\n");
+  auto rc = job.Run();
+  ASSERT_TRUE(rc) << rc.error().ToString();
+  EXPECT_EQ(*rc, kExitEscalated);
+  auto in = job.Incidents();
+  ASSERT_EQ(in.size(), 1u);
+  EXPECT_EQ(in[0].outcome, "escalated");
+  EXPECT_EQ(FindStep(in[0], "escalate")->result, "failed");
+  EXPECT_THAT(FindStep(in[0], "escalate")->detail, HasSubstr("1 usable device(s) left"));
+  EXPECT_EQ(FindStep(in[0], "notify")->result, "ok");
+  EXPECT_EQ(FindStep(in[0], "reset_device"), nullptr);  // stopped before touching devices
+  auto bodies = hook.Bodies();
+  ASSERT_EQ(bodies.size(), 1u);
+  EXPECT_THAT(bodies[0], HasSubstr("AnxinRunEscalated"));
+}
+
+// ---- A supervisor that takes over from one that died.
+
+TEST(SupervisorTest, RestartedSupervisorClosesTheOpenIncidentAndResumes) {
+  Job job("echo \"attempt=$ANXIN_RUN_ATTEMPT ckpt=$1\"; echo step 11; exit 0", kFastResets);
+  job.o.checkpoint_dir = job.dir.Mkdir("ckpt");
+  job.dir.Write("ckpt/iter_0000010/m.pt", "w");
+  job.dir.Write("ckpt/latest_checkpointed_iteration.txt", "10\n");
+  // What a supervisor killed in the middle of a recovery leaves behind.
+  job.dir.Write("state/supervisor.json",
+                R"({"state": "running", "pid": 99999, "attempt": 2, "restarts": 2,
+                    "restarts_without_progress": 1, "nproc": 2, "excluded_devices": [],
+                    "device_faults": {}, "incidents_by_class": {"hang": 2}})");
+  Incident open;
+  open.id = "20261202T000000-99999-1";
+  open.fault.fault_class = "hang";
+  open.fault.wall = std::chrono::system_clock::now() - std::chrono::seconds(5);
+  StepRecord reset;
+  reset.name = "reset_device";
+  reset.start = open.fault.wall;
+  reset.end = reset.start;
+  reset.result = "running";
+  open.steps.push_back(reset);
+  ASSERT_TRUE(WriteIncident(job.o.state_dir, open));
+  job.o.max_restarts = 3;
+  auto rc = job.Run();
+  ASSERT_TRUE(rc) << rc.error().ToString();
+  EXPECT_EQ(*rc, 0);
+  auto in = job.Incidents();
+  ASSERT_EQ(in.size(), 2u);
+  EXPECT_EQ(in[0].outcome, "supervisor_restarted");
+  EXPECT_EQ(in[0].steps[0].result, "interrupted");
+  EXPECT_THAT(in[0].steps[0].detail, HasSubstr("pid 99999"));
+  EXPECT_EQ(in[1].fault.fault_class, "supervisor_restart");
+  EXPECT_EQ(in[1].outcome, "recovered");
+  EXPECT_THAT(in[1].checkpoint, HasSubstr("iter_0000010"));
+  EXPECT_THAT(job.dir.Read("logs/rank-0.log"),
+              HasSubstr("attempt=3 ckpt=" + job.o.checkpoint_dir + "/iter_0000010"));
+  auto state = nlohmann::json::parse(job.dir.Read("state/supervisor.json"));
+  EXPECT_EQ(state["state"], "finished");
+  EXPECT_EQ(state["restarts"], 3);
+  EXPECT_EQ(state["incidents_by_class"]["supervisor_restart"], 1);
+
+  // Finished: the next supervisor on this state directory starts afresh.
+  rc = job.Run();
+  ASSERT_TRUE(rc);
+  EXPECT_EQ(job.Incidents().size(), 2u);
+  EXPECT_THAT(job.dir.Read("logs/rank-0.log"), HasSubstr("attempt=0 "));
+}
+
+TEST(SupervisorTest, RestartBudgetCarriesOverARestart) {
+  Job job("echo step 1; exit 0", kFastResets);
+  job.dir.Write("state/supervisor.json",
+                R"({"state": "running", "pid": 99999, "attempt": 3, "restarts": 3})");
+  job.o.max_restarts = 3;
+  auto rc = job.Run();
+  ASSERT_TRUE(rc);
+  EXPECT_EQ(*rc, 1);
+  auto in = job.Incidents();
+  ASSERT_EQ(in.size(), 1u);
+  EXPECT_EQ(in[0].outcome, "gave_up");
+  EXPECT_THAT(FindStep(in[0], "give_up")->detail, HasSubstr("restart budget spent"));
+}
+
+// ---- Counters for the agent.
+
+TEST(SupervisorTest, CountersGoToTheAgentSocket) {
+  TempDir sock("anxin-run-sock");
+  std::mutex mu;
+  std::vector<monitor::SdkRecovery> got;
+  std::string job_id;
+  auto receiver =
+      monitor::SdkReceiver::Start({.socket_path = sock / "agent.sock"},
+                                  [&](const monitor::SdkDatagram& d, std::span<const uint8_t>) {
+                                    std::lock_guard lock(mu);
+                                    for (const auto& e : d.events) {
+                                      if (auto* r = std::get_if<monitor::SdkRecovery>(&e.body)) {
+                                        got.push_back(*r);
+                                        job_id = d.sender.job;
+                                      }
+                                    }
+                                  });
+  ASSERT_TRUE(receiver) << receiver.error().ToString();
+  Job job("[ \"$ANXIN_RUN_ATTEMPT\" = 0 ] && exit 4; echo step 1; sleep 0.5", kFastResets);
+  job.o.sdk_forward = sock / "agent.sock";
+  job.o.job_id = "llama-7b";
+  auto rc = job.Run();
+  ASSERT_TRUE(rc) << rc.error().ToString();
+  EXPECT_EQ(*rc, 0);
+  for (int i = 0; i < 50; ++i) {
+    {
+      std::lock_guard lock(mu);
+      if (got.size() >= 3) break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  std::lock_guard lock(mu);
+  ASSERT_EQ(got.size(), 3u);  // the fault, the relaunch, the recovery
+  EXPECT_EQ(job_id, "llama-7b");
+  EXPECT_EQ(got[0].fault_class, "process_exit");
+  EXPECT_EQ(got[0].incidents_total, 1u);
+  EXPECT_EQ(got[0].restarts_total, 0u);
+  EXPECT_EQ(got[1].restarts_total, 1u);
+  EXPECT_EQ(got[2].restarts_total, 1u);
+  EXPECT_GT(got[2].recovery_ns, 0u);
+  EXPECT_NEAR(static_cast<double>(got[2].recovery_ns) * 1e-9,
+              job.Incidents()[0].time_to_recovery_seconds, 0.01);
 }
 
 }  // namespace

@@ -1,16 +1,28 @@
 #include "anxin/run/supervisor.h"
 
 #include <spdlog/spdlog.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <condition_variable>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <deque>
+#include <map>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <thread>
 
+#include "anxin/base/file.h"
+#include "anxin/base/http.h"
+#include "anxin/base/strings.h"
 #include "anxin/base/subprocess.h"
+#include "anxin/monitor/sdk_wire_format.h"
 #include "anxin/run/detector.h"
 #include "anxin/run/journal.h"
 
@@ -22,14 +34,8 @@ using SysClock = std::chrono::system_clock;
 
 double Seconds(SteadyClock::duration d) { return std::chrono::duration<double>(d).count(); }
 
-// Fault classes after which the devices are reset (the field practice on
-// collective errors and hangs); a plain crash or an OOM only clears memory.
-bool NeedsReset(const Fault& f) {
-  static const std::set<std::string> kReset = {
-      "hang",         "collective_timeout", "collective_error", "peer_failure",     "network",
-      "device_error", "device_lost",        "link_down",        "ecc_uncorrectable"};
-  return kReset.contains(f.fault_class);
-}
+// "2.5 s", "60 s".
+std::string FormatSeconds(double seconds) { return fmt::format("{:g} s", seconds); }
 
 std::string Quote(const std::vector<std::string>& argv) {
   std::string out;
@@ -42,17 +48,31 @@ std::string Quote(const std::vector<std::string>& argv) {
 
 }  // namespace
 
+std::string ExpandTemplate(std::string text, const std::map<std::string, std::string>& vars) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size();) {
+    if (text[i] == '{') {
+      const size_t close = text.find('}', i);
+      if (close != std::string::npos) {
+        auto it = vars.find(text.substr(i + 1, close - i - 1));
+        if (it != vars.end()) {
+          out += it->second;
+          i = close + 1;
+          continue;
+        }
+      }
+    }
+    out += text[i++];
+  }
+  return out;
+}
+
 std::string ExpandTemplate(std::string text, const std::string& checkpoint, int64_t step,
                            int attempt) {
-  const std::pair<std::string, std::string> subs[] = {{"{checkpoint}", checkpoint},
-                                                      {"{step}", std::to_string(step)},
-                                                      {"{attempt}", std::to_string(attempt)}};
-  for (const auto& [key, value] : subs) {
-    for (size_t pos = 0; (pos = text.find(key, pos)) != std::string::npos; pos += value.size()) {
-      text.replace(pos, key.size(), value);
-    }
-  }
-  return text;
+  return ExpandTemplate(std::move(text), {{"checkpoint", checkpoint},
+                                          {"step", std::to_string(step)},
+                                          {"attempt", std::to_string(attempt)}});
 }
 
 Coordinator::Decision LocalCoordinator::OnFault(const Fault& fault, const RestartState& state) {
@@ -111,9 +131,20 @@ struct Supervisor::Impl {
   std::string checkpoint_path;
   int64_t checkpoint_step = 0;
 
+  PlaybookSet playbooks;
+  int nproc = 1;            // ranks of the next launch (escalation may lower it)
+  int next_generation = 0;  // the coordinator's attempt number for the relaunch
+  // What survives the supervisor (STATE_DIR/supervisor.json).
+  struct Persisted {
+    std::map<int, std::vector<double>> device_faults;  // wall seconds, in the window
+    std::map<std::string, uint64_t> incidents_by_class;
+  } persist;
+  double last_recovery_seconds = -1;
+
   // The incident whose relaunch waits for progress.
   std::optional<Incident> pending;
   SteadyClock::time_point verify_deadline{};
+  double verify_timeout_seconds = 0;
 
   void Push(Event e) {
     {
@@ -133,6 +164,7 @@ struct Supervisor::Impl {
   Status Launch() {
     const int a = attempt.load();
     LaunchPlanOptions lo = o.launch;
+    lo.nproc_per_node = nproc;
     lo.excluded_devices = excluded;
     if (o.pick_port) {
       ANXIN_ASSIGN_OR_RETURN(lo.master_port, PickFreePort());
@@ -219,11 +251,12 @@ struct Supervisor::Impl {
       });
     }
     spdlog::info("anxin run: attempt {}: started {} ranks: {}", a, ranks.size(), Quote(argv));
+    SaveState("running");
     return Ok();
   }
 
   // TERM to every rank's process group, the grace period, then KILL.
-  std::string StopRanks() {
+  std::string StopRanks(double grace_seconds) {
     for (auto& d : detectors) d->Stop();
     int running = 0;
     for (Rank& r : ranks) {
@@ -233,8 +266,7 @@ struct Supervisor::Impl {
       }
     }
     const auto deadline =
-        SteadyClock::now() +
-        std::chrono::milliseconds(static_cast<int64_t>(o.stop_grace_seconds * 1000));
+        SteadyClock::now() + std::chrono::milliseconds(static_cast<int64_t>(grace_seconds * 1000));
     int killed = 0;
     for (Rank& r : ranks) {
       if (!r.proc) continue;
@@ -277,162 +309,412 @@ struct Supervisor::Impl {
     return out;
   }
 
+  // ---- Recovery.
+
+  std::map<std::string, std::string> Vars(const Fault& fault) const {
+    std::string device;
+    if (fault.device >= 0) {
+      device = std::to_string(fault.device);
+    } else {
+      for (int d : JobDevices()) device += (device.empty() ? "" : ",") + std::to_string(d);
+    }
+    return {{"checkpoint", checkpoint_path},
+            {"step", std::to_string(checkpoint_step)},
+            {"attempt", std::to_string(attempt.load())},
+            {"device", device},
+            {"fault", fault.fault_class}};
+  }
+
+  // Device faults count towards escalation; a log line of a device class
+  // counts for the device of the rank that printed it.
+  void AttributeDevice(Fault& f) const {
+    static const std::set<std::string> kDeviceClasses = {"device_error", "device_lost", "link_down",
+                                                         "ecc_uncorrectable"};
+    if (f.device >= 0 || f.rank < 0 || !kDeviceClasses.contains(f.fault_class)) return;
+    if (static_cast<size_t>(f.rank) < ranks.size()) {
+      f.device = ranks[static_cast<size_t>(f.rank)].plan.device_index;
+    }
+  }
+
+  // Records a fault of `device`; true when it has had escalate_faults of them
+  // within escalate_window.
+  bool NoteDeviceFault(int device, SysClock::time_point when) {
+    if (device < 0 || o.escalate_faults <= 0) return false;
+    std::vector<double>& times = persist.device_faults[device];
+    const double now = std::chrono::duration<double>(when.time_since_epoch()).count();
+    times.push_back(now);
+    std::erase_if(times, [&](double t) { return now - t > o.escalate_window_seconds; });
+    return static_cast<int>(times.size()) >= o.escalate_faults;
+  }
+
+  // Takes `device` out of the job. nullopt: the job goes on without it;
+  // else the exit status (the job is stopped and the escalation playbook run).
+  std::optional<int> Escalate(Incident& in, int device, const std::string& why) {
+    StepRecord s = Begin(in, "escalate");
+    if (std::find(excluded.begin(), excluded.end(), device) == excluded.end()) {
+      excluded.push_back(device);
+    }
+    persist.device_faults.erase(device);
+    const int usable = static_cast<int>(devices.size() - excluded.size());
+    const std::string what = "device " + std::to_string(device) + ": " + why;
+    if (usable >= nproc) {
+      End(in, s, "ok", what + ": isolated, a spare device takes its place");
+      return std::nullopt;
+    }
+    const int fewest = o.min_nproc > 0 ? o.min_nproc : nproc;
+    if (usable >= fewest && usable >= 1) {
+      End(in, s, "ok",
+          what + ": isolated, the job goes on with " + std::to_string(usable) + " rank(s)");
+      nproc = usable;
+      return std::nullopt;
+    }
+    End(in, s, "failed",
+        what + ": cannot isolate it, " + std::to_string(usable) +
+            " usable device(s) left and the job needs " + std::to_string(fewest) +
+            " (--min-nproc)");
+    in.outcome = "escalated";
+    Journal(in);
+    if (const Playbook* page = playbooks.Escalation()) {
+      for (const PlaybookStep& step : page->steps) {
+        if (step.kind == StepKind::kStopRanks || step.kind == StepKind::kExec ||
+            step.kind == StepKind::kNotify) {
+          (void)RunStep(in, step, {});
+        }
+      }
+    }
+    spdlog::error("anxin run: stopping: {}", what);
+    return kExitEscalated;
+  }
+
+  // The result of one step: go on, or end the run with this status.
+  using StepOutcome = std::optional<int>;
+
+  // Calls attempt() up to 1 + retries times, retry_delay apart; no try
+  // starts after the step's timeout (when it has one). Returns the last
+  // error, or Ok.
+  template <typename F>
+  Status Retry(const PlaybookStep& step, StepRecord& rec, F&& attempt_fn) {
+    const auto deadline = SteadyClock::now() + Millis(step.timeout_seconds);
+    Status last = Ok();
+    for (int t = 0; t <= step.retries; ++t) {
+      if (t > 0) {
+        if (step.timeout_seconds > 0 &&
+            SteadyClock::now() + Millis(step.retry_delay_seconds) > deadline) {
+          break;
+        }
+        std::this_thread::sleep_for(Millis(step.retry_delay_seconds));
+      }
+      ++rec.tries;
+      last = attempt_fn();
+      if (last) return last;
+      spdlog::warn("anxin run: {} failed (try {}/{}): {}", rec.name, t + 1, step.retries + 1,
+                   last.error().Describe());
+      if (stop_signal.load() != 0) break;
+    }
+    return last;
+  }
+
+  static std::chrono::milliseconds Millis(double seconds) {
+    return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+  }
+
+  StepOutcome RunStep(Incident& in, const PlaybookStep& step, const std::vector<int>& devs) {
+    const Fault& fault = in.fault;
+    StepRecord s = Begin(in, std::string(StepKindName(step.kind)));
+    if (!step.only_for.empty() && std::find(step.only_for.begin(), step.only_for.end(),
+                                            fault.fault_class) == step.only_for.end()) {
+      End(in, s, "skipped", "not needed after " + fault.fault_class);
+      return std::nullopt;
+    }
+    auto fail = [&](std::string detail) -> StepOutcome {
+      End(in, s, "failed", std::move(detail));
+      if (!step.abort_on_failure) return std::nullopt;
+      in.outcome = "gave_up";
+      Journal(in);
+      spdlog::error("anxin run: giving up: {} failed", s.name);
+      return 1;
+    };
+    switch (step.kind) {
+      case StepKind::kStopRanks:
+        End(in, s, "ok", StopRanks(step.timeout_seconds));
+        return std::nullopt;
+
+      case StepKind::kClearDeviceMemory: {
+        if (backend == nullptr) {
+          End(in, s, "skipped", "no backend");
+          return std::nullopt;
+        }
+        std::string detail;
+        for (int d : devs) {
+          Status c = Retry(step, s, [&]() -> Status {
+            Status r = backend->ClearMemory(d);
+            if (!r && r.error().code() == ErrorCode::kUnimplemented) return Ok();
+            return r;
+          });
+          if (!c) detail += "device " + std::to_string(d) + ": " + c.error().Describe() + "; ";
+        }
+        if (!detail.empty()) return fail(detail.substr(0, detail.size() - 2));
+        End(in, s, "ok", "cleared " + std::to_string(devs.size()) + " device(s)");
+        return std::nullopt;
+      }
+
+      case StepKind::kResetDevice: {
+        if (backend == nullptr) {
+          End(in, s, "skipped", "no backend");
+          return std::nullopt;
+        }
+        std::vector<int> targets = fault.device >= 0 ? std::vector<int>{fault.device} : devs;
+        std::erase_if(targets, [&](int d) {
+          return std::find(excluded.begin(), excluded.end(), d) != excluded.end();
+        });
+        if (targets.empty()) {
+          End(in, s, "skipped", "device " + std::to_string(fault.device) + " is isolated");
+          return std::nullopt;
+        }
+        std::string detail;
+        std::vector<std::pair<int, std::string>> broken;
+        for (int d : targets) {
+          const int before = s.tries;
+          Status r = Retry(step, s, [&] { return backend->Reset(d); });
+          if (r) {
+            detail += "device " + std::to_string(d) + " reset; ";
+          } else {
+            const std::string why = "did not reset after " + std::to_string(s.tries - before) +
+                                    " tries (" + r.error().Describe() + ")";
+            broken.emplace_back(d, why);
+            detail += "device " + std::to_string(d) + " " + why + "; ";
+          }
+        }
+        if (!detail.empty()) detail.resize(detail.size() - 2);
+        End(in, s, broken.empty() ? "ok" : "degraded", detail);
+        for (const auto& [d, why] : broken) {
+          if (auto rc = Escalate(in, d, why)) return rc;
+        }
+        return std::nullopt;
+      }
+
+      case StepKind::kWaitLinksUp: {
+        if (backend == nullptr) {
+          End(in, s, "skipped", "no backend");
+          return std::nullopt;
+        }
+        const auto deadline = SteadyClock::now() + Millis(step.timeout_seconds);
+        std::string down;
+        ++s.tries;
+        for (;;) {
+          down.clear();
+          for (int d : devs) {
+            if (std::find(excluded.begin(), excluded.end(), d) != excluded.end()) continue;
+            auto sample = backend->Sample(d);
+            if (!sample) {
+              down += "device " + std::to_string(d) + " unreachable; ";
+              continue;
+            }
+            for (const auto& l : sample->links) {
+              if (!l.up)
+                down +=
+                    "device " + std::to_string(d) + " port " + std::to_string(l.port) + " down; ";
+            }
+          }
+          if (down.empty() || SteadyClock::now() >= deadline || stop_signal.load() != 0) break;
+          std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        }
+        if (!down.empty()) {
+          return fail("still down after " + FormatSeconds(step.timeout_seconds) + ": " +
+                      down.substr(0, down.size() - 2));
+        }
+        End(in, s, "ok", "all links up");
+        return std::nullopt;
+      }
+
+      case StepKind::kSelectCheckpoint:
+        SelectCheckpoint(in, s);
+        return std::nullopt;
+
+      case StepKind::kRelaunch: {
+        ++state.restarts;
+        ++state.restarts_without_progress;
+        state.attempt = next_generation;
+        in.checkpoint = checkpoint_path;
+        Status l = Retry(step, s, [&] {
+          attempt.store(state.attempt);
+          Status r = Launch();
+          if (!r) {
+            StopRanks(0);
+            ++state.attempt;  // a fresh attempt number for the next try
+          }
+          return r;
+        });
+        if (!l) {
+          End(in, s, "failed", l.error().Describe());
+          in.outcome = "gave_up";
+          Journal(in);
+          return 1;
+        }
+        End(in, s, "ok",
+            "attempt " + std::to_string(attempt.load()) + " with " + std::to_string(ranks.size()) +
+                " rank(s)" +
+                (checkpoint_path.empty() ? " from scratch" : " from " + checkpoint_path));
+        SendCounters(fault.fault_class, 0);
+        return std::nullopt;
+      }
+
+      case StepKind::kVerifyProgress:
+        // Ends in CheckVerify, from the main loop.
+        verify_deadline = SteadyClock::now() + Millis(step.timeout_seconds);
+        verify_timeout_seconds = step.timeout_seconds;
+        return std::nullopt;
+
+      case StepKind::kExec: {
+        const auto vars = Vars(fault);
+        std::vector<std::string> argv;
+        for (const std::string& a : step.argv) argv.push_back(ExpandTemplate(a, vars));
+        std::string out;
+        Status r = Retry(step, s, [&]() -> Status {
+          RunOptions ro;
+          ro.timeout = std::chrono::duration_cast<std::chrono::nanoseconds>(
+              std::chrono::duration<double>(step.timeout_seconds));
+          auto res = RunCommand(argv, ro);
+          if (!res) return std::unexpected(res.error());
+          out = std::string(Trim(res->stdout_text + res->stderr_text));
+          if (res->timed_out) {
+            return std::unexpected(
+                Error(ErrorCode::kDeadlineExceeded,
+                      "still running after " + FormatSeconds(step.timeout_seconds)));
+          }
+          if (!res->ok()) {
+            return std::unexpected(
+                Error(ErrorCode::kUnavailable, res->Describe() + (out.empty() ? "" : ": " + out)));
+          }
+          return Ok();
+        });
+        if (out.size() > 400) out = out.substr(0, 400) + "...";
+        if (!r) return fail(Quote(argv) + ": " + r.error().Describe());
+        End(in, s, "ok", Quote(argv) + " exited 0" + (out.empty() ? "" : ": " + out));
+        return std::nullopt;
+      }
+
+      case StepKind::kNotify: {
+        std::string answer;
+        Status r = Retry(step, s, [&]() { return Notify(step, in, answer); });
+        if (!r) {
+          End(in, s, "failed", step.url + ": " + r.error().Describe());
+          return std::nullopt;  // a page that does not go out never holds up the recovery
+        }
+        End(in, s, "ok", step.url + ": " + answer);
+        return std::nullopt;
+      }
+    }
+    return std::nullopt;
+  }
+
+  // POSTs the incident to step.url as an Alertmanager webhook message
+  // (payload version 4), which `anxin notify` and most webhooks take.
+  Status Notify(const PlaybookStep& step, const Incident& in, std::string& answer) {
+    const std::string& url = step.url;
+    const size_t scheme = url.find("://");
+    const size_t slash = url.find('/', scheme + 3);
+    const std::string base = url.substr(0, slash);
+    const std::string path = slash == std::string::npos ? "/" : url.substr(slash);
+    HttpClientOptions ho;
+    ho.connect_timeout = Millis(step.timeout_seconds);
+    ho.timeout = Millis(step.timeout_seconds);
+    ANXIN_ASSIGN_OR_RETURN(HttpClient client, HttpClient::ForUrl(base, ho));
+    const Fault& f = in.fault;
+    const bool escalated = in.outcome == "escalated";
+    nlohmann::json labels = {{"alertname", escalated ? "AnxinRunEscalated" : "AnxinRunFault"},
+                             {"fault_class", f.fault_class},
+                             {"severity", escalated ? "critical" : "warning"},
+                             {"job", o.job_id}};
+    char host[256] = {};
+    if (gethostname(host, sizeof(host) - 1) == 0) labels["node"] = host;
+    if (f.device >= 0) labels["device"] = std::to_string(f.device);
+    if (f.rank >= 0) labels["rank"] = std::to_string(f.rank);
+    std::string steps;
+    for (const StepRecord& r : in.steps) {
+      if (r.result == "running") continue;
+      steps += r.name + " " + r.result + (r.detail.empty() ? "" : " (" + r.detail + ")") + "; ";
+    }
+    nlohmann::json alert = {{"status", "firing"},
+                            {"labels", labels},
+                            {"annotations",
+                             {{"summary", f.summary},
+                              {"description", "anxin run incident " + in.id + ", attempt " +
+                                                  std::to_string(in.attempt) + ": " + steps}}},
+                            {"startsAt", FormatRfc3339(f.wall)}};
+    nlohmann::json msg = {{"version", "4"},
+                          {"status", "firing"},
+                          {"receiver", "anxin-run"},
+                          {"groupKey", "anxin-run:" + in.id},
+                          {"groupLabels", {{"alertname", labels["alertname"]}}},
+                          {"commonLabels", labels},
+                          {"alerts", nlohmann::json::array({alert})}};
+    ANXIN_ASSIGN_OR_RETURN(HttpResponse res, client.Post(path, msg.dump()));
+    answer = "HTTP " + std::to_string(res.status);
+    if (!res.ok()) {
+      return std::unexpected(Error(ErrorCode::kUnavailable,
+                                   answer + ": " + std::string(Trim(res.body.substr(0, 200)))));
+    }
+    return Ok();
+  }
+
   // Returns the exit status when the run must end, nullopt when relaunched.
-  std::optional<int> Recover(Fault fault) {
+  std::optional<int> Recover(Fault fault, const Playbook* forced = nullptr) {
+    AttributeDevice(fault);
     Incident in;
     in.id = NewIncidentId();
     in.job = Quote(o.command);
     in.attempt = attempt.load();
     in.fault = fault;
-    in.detection_seconds = -1;
+    in.detection_seconds = fault.detection_seconds;
     spdlog::warn("anxin run: fault: {} [{} {}]", fault.summary, fault.detector, fault.fault_class);
     if (pending) {  // the last relaunch never made progress
       pending->outcome = "failed_again";
       Journal(*pending);
       pending.reset();
     }
+    ++persist.incidents_by_class[fault.fault_class];
     Coordinator::Decision decision = coordinator->OnFault(fault, state);
-
-    StepRecord s = Begin(in, "stop_ranks");
-    End(in, s, "ok", StopRanks());
+    next_generation = decision.generation;
+    const bool escalate = NoteDeviceFault(fault.device, fault.wall);
+    SendCounters(fault.fault_class, 0);
 
     if (decision.verdict != Coordinator::Verdict::kRestart) {
+      StepRecord s = Begin(in, "stop_ranks");
+      End(in, s, "ok", StopRanks(o.stop_grace_seconds));
       in.outcome = decision.verdict == Coordinator::Verdict::kFatal ? "fatal" : "gave_up";
       s = Begin(in, "give_up");
       End(in, s, "ok", decision.why);
       spdlog::error("anxin run: giving up: {}", decision.why);
       return decision.verdict == Coordinator::Verdict::kStorm ? kExitRestartStorm : 1;
     }
+    const Playbook& book = forced != nullptr ? *forced : playbooks.For(fault.fault_class);
+    in.playbook = book.name;
     std::vector<int> devs = JobDevices();
-
-    s = Begin(in, "clear_device_memory");
-    {
-      std::string detail;
-      bool ok = true;
-      for (int d : devs) {
-        Status c = backend ? backend->ClearMemory(d) : Status(Ok());
-        if (!c && c.error().code() != ErrorCode::kUnimplemented) {
-          ok = false;
-          detail += "device " + std::to_string(d) + ": " + c.error().Describe() + "; ";
-        }
+    bool escalated = false;
+    for (const PlaybookStep& step : book.steps) {
+      // Escalation comes once the ranks are gone, before the devices are touched.
+      if (escalate && !escalated && step.kind != StepKind::kStopRanks) {
+        escalated = true;
+        const std::string why = std::to_string(o.escalate_faults) + " fault(s) within " +
+                                FormatSeconds(o.escalate_window_seconds);
+        if (auto rc = Escalate(in, fault.device, why)) return rc;
+        std::erase(devs, fault.device);
       }
-      End(in, s, ok ? "ok" : "failed",
-          ok ? "cleared " + std::to_string(devs.size()) + " device(s)" : detail);
+      if (auto rc = RunStep(in, step, devs)) return rc;
+      if (step.kind == StepKind::kVerifyProgress) {
+        pending = std::move(in);
+        return std::nullopt;
+      }
     }
-
-    s = Begin(in, "reset_device");
-    if (backend == nullptr || !NeedsReset(fault)) {
-      End(in, s, "skipped",
-          backend == nullptr ? "no backend" : "not needed after " + fault.fault_class);
-    } else {
-      std::vector<int> targets = fault.device >= 0 ? std::vector<int>{fault.device} : devs;
-      std::string detail;
-      bool all_ok = true;
-      for (int d : targets) {
-        bool ok = false;
-        std::string last;
-        for (int t = 1; t <= o.reset_retries && !ok; ++t) {
-          ++s.tries;
-          Status r = backend->Reset(d);
-          ok = r.has_value();
-          if (!ok) {
-            last = r.error().Describe();
-            spdlog::warn("anxin run: reset of device {} failed (try {}/{}): {}", d, t,
-                         o.reset_retries, last);
-            if (t < o.reset_retries) {
-              std::this_thread::sleep_for(std::chrono::milliseconds(
-                  static_cast<int64_t>(o.reset_retry_delay_seconds * 1000)));
-            }
-          }
-        }
-        if (!ok) {
-          all_ok = false;
-          // Escalate: isolate the device when a spare one can take its place.
-          excluded.push_back(d);
-          const int usable = static_cast<int>(devices.size() - excluded.size());
-          if (usable >= o.launch.nproc_per_node) {
-            detail += "device " + std::to_string(d) + " isolated after " +
-                      std::to_string(o.reset_retries) + " failed resets (" + last + "); ";
-          } else {
-            End(in, s, "failed",
-                "device " + std::to_string(d) + " did not reset after " +
-                    std::to_string(o.reset_retries) + " tries (" + last +
-                    ") and no spare device is left");
-            in.outcome = "gave_up";
-            Journal(in);
-            spdlog::error("anxin run: giving up: device {} cannot be reset", d);
-            return 1;
-          }
-        } else {
-          detail += "device " + std::to_string(d) + " reset; ";
-        }
-      }
-      if (!detail.empty()) detail.resize(detail.size() - 2);
-      End(in, s, all_ok ? "ok" : "degraded", detail);
-    }
-
-    s = Begin(in, "wait_links_up");
-    if (backend == nullptr) {
-      End(in, s, "skipped", "no backend");
-    } else {
-      const auto deadline =
-          SteadyClock::now() +
-          std::chrono::milliseconds(static_cast<int64_t>(o.link_timeout_seconds * 1000));
-      std::string down;
-      for (;;) {
-        down.clear();
-        for (int d : devs) {
-          bool skip = false;
-          for (int x : excluded) skip |= x == d;
-          if (skip) continue;
-          auto sample = backend->Sample(d);
-          if (!sample) {
-            down += "device " + std::to_string(d) + " unreachable; ";
-            continue;
-          }
-          for (const auto& l : sample->links) {
-            if (!l.up)
-              down += "device " + std::to_string(d) + " port " + std::to_string(l.port) + " down; ";
-          }
-        }
-        if (down.empty() || SteadyClock::now() >= deadline || stop_signal.load() != 0) break;
-        std::this_thread::sleep_for(std::chrono::milliseconds(200));
-      }
-      if (!down.empty()) {
-        End(in, s, "failed",
-            "still down after " + std::to_string(o.link_timeout_seconds) +
-                " s: " + down.substr(0, down.size() - 2));
-        in.outcome = "gave_up";
-        Journal(in);
-        return 1;
-      }
-      End(in, s, "ok", "all links up");
-    }
-
-    s = Begin(in, "select_checkpoint");
-    SelectCheckpoint(in, s);
-
-    s = Begin(in, "relaunch");
-    ++state.restarts;
-    ++state.restarts_without_progress;
-    state.attempt = decision.generation;
-    attempt.store(decision.generation);
-    in.checkpoint = checkpoint_path;
-    Status l = Launch();
-    if (!l) {
-      End(in, s, "failed", l.error().Describe());
-      in.outcome = "gave_up";
+    if (!book.Relaunches()) {
+      in.outcome = "stopped";
       Journal(in);
+      spdlog::error("anxin run: playbook '{}' does not relaunch: the job ends", book.name);
       return 1;
     }
-    End(in, s, "ok",
-        "attempt " + std::to_string(attempt.load()) +
-            (checkpoint_path.empty() ? " from scratch" : " from " + checkpoint_path));
-    Begin(in, "verify_progress");
-    verify_deadline =
-        SteadyClock::now() +
-        std::chrono::milliseconds(static_cast<int64_t>(o.verify_timeout_seconds * 1000));
-    pending = std::move(in);
+    in.outcome = "relaunched";  // no verify_progress step: nothing to wait for
+    Journal(in);
     return std::nullopt;
   }
 
@@ -479,6 +761,8 @@ struct Supervisor::Impl {
                                : "progress seen");
       spdlog::info("anxin run: recovered in {:.2f} s", in.time_to_recovery_seconds);
       state.restarts_without_progress = 0;
+      last_recovery_seconds = in.time_to_recovery_seconds;
+      SendCounters(in.fault.fault_class, last_recovery_seconds);
       pending.reset();
     } else if (now >= verify_deadline) {
       Incident& in = *pending;
@@ -490,7 +774,7 @@ struct Supervisor::Impl {
       f.detector = "verify";
       f.fault_class = "no_progress";
       f.summary =
-          "no progress within " + std::to_string(o.verify_timeout_seconds) + " s of the relaunch";
+          "no progress within " + FormatSeconds(verify_timeout_seconds) + " of the relaunch";
       f.seen = now;
       f.wall = SysClock::now();
       f.attempt = attempt.load();
@@ -502,8 +786,145 @@ struct Supervisor::Impl {
     }
   }
 
+  // ---- State that outlives the supervisor, and counters for the agent.
+
+  std::string StatePath() const { return o.state_dir + "/supervisor.json"; }
+
+  // state: "running" while the job runs (a supervisor that finds it resumes
+  // the job), "finished" once Run returned for good.
+  void SaveState(const char* what) {
+    if (o.state_dir.empty()) return;
+    nlohmann::json faults = nlohmann::json::object();
+    for (const auto& [d, times] : persist.device_faults) faults[std::to_string(d)] = times;
+    nlohmann::json j = {{"state", what},
+                        {"pid", static_cast<int>(getpid())},
+                        {"job", Quote(o.command)},
+                        {"attempt", state.attempt},
+                        {"restarts", state.restarts},
+                        {"restarts_without_progress", state.restarts_without_progress},
+                        {"nproc", nproc},
+                        {"excluded_devices", excluded},
+                        {"device_faults", faults},
+                        {"incidents_by_class", persist.incidents_by_class},
+                        {"last_recovery_seconds", last_recovery_seconds}};
+    Status st = WriteFileAtomic(StatePath(), j.dump(2) + "\n");
+    if (!st) spdlog::warn("anxin run: saving {}: {}", StatePath(), st.error().Describe());
+  }
+
+  // Takes over from a supervisor that ended while the job ran. Returns the
+  // earlier supervisor's pid, or 0 when there is nothing to resume.
+  Result<int> LoadState() {
+    if (o.state_dir.empty()) return 0;
+    auto text = ReadFile(StatePath());
+    if (!text) return 0;
+    nlohmann::json j = nlohmann::json::parse(*text, nullptr, false);
+    if (j.is_discarded() || !j.is_object()) {
+      return DataLoss(StatePath() + ": not a JSON object: remove it to start the job afresh");
+    }
+    try {
+      if (j.value("state", "") != "running") return 0;
+      if (const std::string job = j.value("job", ""); !job.empty() && job != Quote(o.command)) {
+        spdlog::warn("anxin run: {} belongs to another job ({}): starting afresh", StatePath(),
+                     job);
+        return 0;
+      }
+      state.attempt = j.at("attempt").get<int>();
+      state.restarts = j.at("restarts").get<int>();
+      state.restarts_without_progress = j.value("restarts_without_progress", 0);
+      nproc = j.value("nproc", nproc);
+      excluded = j.value("excluded_devices", std::vector<int>{});
+      const nlohmann::json faults = j.value("device_faults", nlohmann::json::object());
+      for (const auto& el : faults.items()) {
+        persist.device_faults[std::stoi(el.key())] = el.value().get<std::vector<double>>();
+      }
+      persist.incidents_by_class = j.value("incidents_by_class", std::map<std::string, uint64_t>{});
+      last_recovery_seconds = j.value("last_recovery_seconds", -1.0);
+      return j.value("pid", -1);
+    } catch (const std::exception& e) {
+      return DataLoss(StatePath() + ": " + e.what() + ": remove it to start the job afresh");
+    }
+  }
+
+  // Journal records the earlier supervisor left open are closed.
+  void CloseOpenIncidents(int old_pid) {
+    auto all = ReadIncidents(o.state_dir);
+    if (!all) {
+      spdlog::warn("anxin run: journal: {}", all.error().Describe());
+      return;
+    }
+    for (Incident& in : *all) {
+      if (in.outcome != "recovering") continue;
+      for (StepRecord& s : in.steps) {
+        if (s.result != "running") continue;
+        s.end = SysClock::now();
+        s.result = "interrupted";
+        s.detail = "the supervisor (pid " + std::to_string(old_pid) + ") ended during this step";
+      }
+      in.outcome = "supervisor_restarted";
+      Journal(in);
+    }
+  }
+
+  // Sends restarts, the class's incidents and the last recovery time to the
+  // agent (ANXIN_AGENT_SOCKET), as one SDK datagram. Counts are cumulative,
+  // so a lost datagram costs nothing but a late update.
+  void SendCounters(const std::string& fault_class, double recovery_seconds) {
+    if (o.sdk_forward.empty()) return;
+    namespace m = monitor;
+    std::string job = o.job_id.empty() ? "unknown" : o.job_id;
+    if (job.size() > m::kSdkMaxJobIdBytes) job.resize(m::kSdkMaxJobIdBytes);
+    std::string cls = fault_class.substr(0, m::kSdkMaxFaultClassBytes);
+    if (cls.empty()) return;
+    uint8_t buf[512];
+    m::SdkDatagramWriter w(buf, sizeof(buf));
+    w.BeginHeader({.pid = static_cast<uint32_t>(getpid()),
+                   .rank = 0,
+                   .world_size = 1,
+                   .job = job,
+                   .sequence = counter_sequence++});
+    const uint64_t now_ns = static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(SysClock::now().time_since_epoch())
+            .count());
+    const double ns = std::clamp(recovery_seconds, 0.0, 7.0 * 24 * 3600) * 1e9;
+    if (!w.AddRecovery(now_ns, static_cast<uint64_t>(state.restarts),
+                       persist.incidents_by_class[fault_class], static_cast<uint64_t>(ns), cls)) {
+      return;
+    }
+    const size_t n = w.Finish();
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    if (o.sdk_forward.size() >= sizeof(addr.sun_path)) return;
+    std::memcpy(addr.sun_path, o.sdk_forward.data(), o.sdk_forward.size());
+    const int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0) return;
+    if (sendto(fd, buf, n, 0, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) < 0) {
+      spdlog::debug("anxin run: counters to {}: {}", o.sdk_forward, std::strerror(errno));
+    }
+    close(fd);
+  }
+  uint64_t counter_sequence = 0;
+
   Result<int> Run() {
+    auto rc = RunJob();
+    // A stop request leaves the job resumable; an end for good does not.
+    if (rc && !(*rc >= 128 && stop_signal.load() != 0)) SaveState("finished");
+    return rc;
+  }
+
+  Result<int> RunJob() {
     (void)BecomeSubreaper();
+    nproc = o.launch.nproc_per_node;
+    if (o.playbooks) {
+      playbooks = *o.playbooks;
+    } else {
+      PlaybookDefaults pd;
+      pd.stop_grace_seconds = o.stop_grace_seconds;
+      pd.reset_tries = o.reset_retries;
+      pd.reset_retry_delay_seconds = o.reset_retry_delay_seconds;
+      pd.link_timeout_seconds = o.link_timeout_seconds;
+      pd.verify_timeout_seconds = o.verify_timeout_seconds;
+      playbooks = DefaultPlaybooks(pd);
+    }
     if (!coordinator) {
       coordinator = std::make_unique<LocalCoordinator>(o.max_restarts, o.storm_limit);
     }
@@ -543,8 +964,40 @@ struct Supervisor::Impl {
       ANXIN_ASSIGN_OR_RETURN(auto det, CreateDetector(n, sec, ctx));
       detectors.push_back(std::move(det));
     }
-    // The first launch resumes from the newest valid checkpoint too.
-    if (!o.checkpoint_dir.empty()) {
+    ANXIN_ASSIGN_OR_RETURN(const int old_pid, o.resume ? LoadState() : Result<int>(0));
+    if (old_pid != 0) {
+      // The ranks died with the earlier supervisor; go on from the newest
+      // valid checkpoint, with its attempt and restart counts.
+      CloseOpenIncidents(old_pid);
+      spdlog::warn("anxin run: resuming the job of supervisor pid {} (attempt {}, {} restarts)",
+                   old_pid, state.attempt, state.restarts);
+      attempt.store(state.attempt);
+      Fault f;
+      f.detector = "supervisor";
+      f.fault_class = "supervisor_restart";
+      f.severity = device::Severity::kMajor;
+      f.summary = "the supervisor (pid " + std::to_string(old_pid) +
+                  ") ended while the job ran; resuming it";
+      f.seen = SteadyClock::now();
+      f.wall = SysClock::now();
+      f.attempt = state.attempt;
+      if (playbooks.by_fault.contains("supervisor_restart")) {
+        if (auto rc = Recover(std::move(f))) return *rc;
+      } else {
+        Playbook resume;
+        resume.name = "resume";
+        for (StepKind k : {StepKind::kStopRanks, StepKind::kSelectCheckpoint, StepKind::kRelaunch,
+                           StepKind::kVerifyProgress}) {
+          PlaybookStep st;
+          st.kind = k;
+          st.timeout_seconds =
+              k == StepKind::kVerifyProgress ? o.verify_timeout_seconds : o.stop_grace_seconds;
+          resume.steps.push_back(st);
+        }
+        if (auto rc = Recover(std::move(f), &resume)) return *rc;
+      }
+    } else if (!o.checkpoint_dir.empty()) {
+      // The first launch resumes from the newest valid checkpoint too.
       auto scan = ScanCheckpoints(o.checkpoint_dir);
       if (scan) {
         if (const Checkpoint* c = coordinator->AgreeCheckpoint(*scan)) {
@@ -553,7 +1006,7 @@ struct Supervisor::Impl {
         }
       }
     }
-    ANXIN_TRY(Launch());
+    if (old_pid == 0) ANXIN_TRY(Launch());
     for (;;) {
       std::deque<Event> batch;
       {
@@ -563,7 +1016,7 @@ struct Supervisor::Impl {
       }
       if (const int sig = stop_signal.load(); sig != 0) {
         spdlog::warn("anxin run: {} received: stopping the ranks", SignalName(sig));
-        StopRanks();
+        StopRanks(o.stop_grace_seconds);
         if (pending) {
           pending->outcome = "stopped";
           Journal(*pending);
@@ -579,7 +1032,7 @@ struct Supervisor::Impl {
           bool all_ok = true;
           for (const Rank& x : ranks) all_ok &= x.exited && x.ok;
           if (all_ok) {
-            StopRanks();
+            StopRanks(o.stop_grace_seconds);
             CheckVerify();
             spdlog::info("anxin run: all {} ranks exited 0", ranks.size());
             return 0;
@@ -591,7 +1044,7 @@ struct Supervisor::Impl {
           continue;
         }
         if (auto rc = Recover(std::move(e.fault))) {
-          StopRanks();
+          StopRanks(o.stop_grace_seconds);
           return *rc;
         }
         break;  // the rest of the batch belongs to the stopped attempt
@@ -615,7 +1068,7 @@ Supervisor::Supervisor(SupervisorOptions options, device::DeviceBackend* backend
 }
 
 Supervisor::~Supervisor() {
-  if (impl_) impl_->StopRanks();
+  if (impl_) impl_->StopRanks(impl_->o.stop_grace_seconds);
 }
 
 Result<int> Supervisor::Run() { return impl_->Run(); }

@@ -1,7 +1,12 @@
 // The `anxin run` supervisor: launches the ranks of a single-node job, feeds
 // their output and exits to the detectors, and on a fault runs the recovery
-// playbook (stop_ranks, clear_device_memory, reset_device, wait_links_up,
+// playbook mapped from the fault's class (playbook.h; by default
+// stop_ranks, clear_device_memory, reset_device, wait_links_up,
 // select_checkpoint, relaunch, verify_progress), journaling every step.
+// A device with too many faults in a window is isolated, or the job stopped
+// (kExitEscalated). A supervisor started again on the same state_dir after
+// dying (even by SIGKILL) closes the open incident and resumes the job from
+// the newest valid checkpoint with the same attempt and restart counts.
 //
 //   SupervisorOptions o;
 //   o.command = {"python3", "train.py", "--resume", "{checkpoint}"};
@@ -23,6 +28,7 @@
 #define ANXIN_RUN_SUPERVISOR_H_
 
 #include <atomic>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -36,12 +42,16 @@
 #include "anxin/run/checkpoint.h"
 #include "anxin/run/fault.h"
 #include "anxin/run/launch.h"
+#include "anxin/run/playbook.h"
 
 namespace anxin::run {
 
 // Exit statuses of `anxin run` beyond docs/exit-codes.md's 0-3: the job was
 // stopped after this many restarts in a row made no progress.
 inline constexpr int kExitRestartStorm = 4;
+// A device kept failing (escalation) and the job cannot go on without it:
+// the job was stopped and the escalation playbook (a page) run.
+inline constexpr int kExitEscalated = 5;
 
 struct SupervisorOptions {
   // The rank command; "{checkpoint}", "{step}" and "{attempt}" are replaced
@@ -60,6 +70,19 @@ struct SupervisorOptions {
   double reset_retry_delay_seconds = 1;
   double link_timeout_seconds = 60;
   double verify_timeout_seconds = 300;
+  // The playbooks by fault class; nullopt = the shipped default built from
+  // the values above.
+  std::optional<PlaybookSet> playbooks;
+  // Escalation: escalate_faults faults of one device within the window
+  // isolate it (0 = never). The job may shrink to min_nproc ranks when no
+  // spare device is left (0 = it may not shrink); below that it stops.
+  int escalate_faults = 3;
+  double escalate_window_seconds = 3600;
+  int min_nproc = 0;
+  // The job id of the counters sent to the agent (as the SDK's ANXIN_JOB_ID).
+  std::string job_id;
+  // Resume a job an earlier supervisor of this state_dir left running.
+  bool resume = true;
   // > 0: the hang detector's timeout, over run.detectors.hang.timeout.
   double hang_timeout_seconds = 0;
   // Detectors by name (RegisteredDetectors()); empty = all.
@@ -134,6 +157,8 @@ class Supervisor {
 // Replaces {checkpoint}, {step} and {attempt} in text.
 std::string ExpandTemplate(std::string text, const std::string& checkpoint, int64_t step,
                            int attempt);
+// Replaces each {NAME} whose NAME is in vars; other braces stay as they are.
+std::string ExpandTemplate(std::string text, const std::map<std::string, std::string>& vars);
 
 }  // namespace anxin::run
 

@@ -400,6 +400,11 @@ class Sender {
         s.remaps = e.more[3];
         return w.AddAllocStats(e.time_ns, s);
       }
+      case SdkRecordType::kRecovery: {
+        uint64_t ns;
+        memcpy(&ns, e.text + anxin::monitor::kSdkMaxFaultClassBytes, 8);
+        return w.AddRecovery(e.time_ns, e.a, e.b, ns, {e.text, e.text_len});
+      }
       case SdkRecordType::kCheckpoint:
         break;
     }
@@ -637,6 +642,27 @@ ANXIN_SDK_EXPORT void anxin_report_alloc_stats(int device, const anxin_sdk_alloc
     memcpy(&e.more[1], &frag, 8);
     e.more[2] = s->ooms;
     e.more[3] = s->remaps;
+  });
+}
+
+ANXIN_SDK_EXPORT void anxin_report_recovery(const char* fault_class, uint64_t incidents_total,
+                                            uint64_t restarts_total, uint64_t recovery_ns) {
+  if (!fault_class) return;
+  const size_t n = strnlen(fault_class, anxin::monitor::kSdkMaxFaultClassBytes + 1);
+  if (n < 1 || n > anxin::monitor::kSdkMaxFaultClassBytes) return;
+  for (size_t i = 0; i < n; ++i) {
+    const char c = fault_class[i];
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_')) return;
+  }
+  if (recovery_ns > anxin::monitor::kSdkMaxDurationNs)
+    recovery_ns = anxin::monitor::kSdkMaxDurationNs;
+  Emit([&](Event& e) {
+    e.type = static_cast<uint8_t>(SdkRecordType::kRecovery);
+    e.a = restarts_total;
+    e.b = incidents_total;
+    memcpy(e.text, fault_class, n);
+    e.text_len = static_cast<uint8_t>(n);
+    memcpy(e.text + anxin::monitor::kSdkMaxFaultClassBytes, &recovery_ns, 8);
   });
 }
 

@@ -270,6 +270,31 @@ TEST(SdkClientTest, CleansAndCutsStringsSoTheAgentNeverRefusesThem) {
   EXPECT_EQ(std::get<SdkAllocStats>(got[3].body).fragmentation, 0.0);
 }
 
+TEST(SdkClientTest, ReportsRecoveryCountsAndIgnoresBadFaultClasses) {
+  TempDir dir;
+  Sink sink(dir / "agent.sock");
+  ASSERT_EQ(anxin_sdk_set_socket(sink.path().c_str()), 0);
+  ASSERT_TRUE(WaitConnected());
+  anxin_report_recovery("collective_timeout", 2, 3, 1'500'000'000);
+  anxin_report_recovery(nullptr, 1, 1, 0);                       // ignored
+  anxin_report_recovery("", 1, 1, 0);                            // ignored
+  anxin_report_recovery("Hang", 1, 1, 0);                        // ignored: upper case
+  anxin_report_recovery(std::string(33, 'x').c_str(), 1, 1, 0);  // ignored: too long
+  anxin_report_recovery("hang", 1, 4, ~0ULL);                    // clamped to a week
+  ASSERT_EQ(anxin_sdk_flush(5000), 0);
+  std::vector<SdkEvent> got = sink.Collect(2);
+  ASSERT_EQ(got.size(), 2u);
+  const auto& a = std::get<SdkRecovery>(got[0].body);
+  EXPECT_EQ(a.fault_class, "collective_timeout");
+  EXPECT_EQ(a.incidents_total, 2u);
+  EXPECT_EQ(a.restarts_total, 3u);
+  EXPECT_EQ(a.recovery_ns, 1'500'000'000u);
+  const auto& b = std::get<SdkRecovery>(got[1].body);
+  EXPECT_EQ(b.fault_class, "hang");
+  EXPECT_EQ(b.restarts_total, 4u);
+  EXPECT_EQ(b.recovery_ns, kSdkMaxDurationNs);
+}
+
 TEST(SdkClientTest, IdentityIsValidated) {
   EXPECT_EQ(anxin_sdk_set_identity("job", 4, 4), -1);
   EXPECT_EQ(anxin_sdk_set_identity("job", -1, 4), -1);
