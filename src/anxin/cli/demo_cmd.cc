@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -23,6 +24,7 @@
 #include "anxin/base/config.h"
 #include "anxin/base/http.h"
 #include "anxin/base/strings.h"
+#include "anxin/base/subprocess.h"
 #include "anxin/cli/command.h"
 #include "anxin/cli/version.h"
 #include "anxin/device/live_view.h"
@@ -175,6 +177,163 @@ Status AgentStage(DemoContext& ctx) {
   return Ok();
 }
 
+// Where examples/run/ is: ANXIN_EXAMPLES_DIR, else beside the build tree the
+// binary runs from (build/release/anxin -> examples/), else the install
+// prefix (bin/anxin -> share/anxin/examples). "" when none has train.py.
+std::string RunExamplesDir() {
+  namespace fs = std::filesystem;
+  std::vector<fs::path> candidates;
+  if (const char* env = std::getenv("ANXIN_EXAMPLES_DIR"); env != nullptr && *env != '\0') {
+    candidates.emplace_back(fs::path(env) / "run");
+  }
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    candidates.push_back(exe.parent_path() / "../../examples/run");
+    candidates.push_back(exe.parent_path() / "../share/anxin/examples/run");
+  }
+  for (const fs::path& dir : candidates) {
+    if (fs::is_regular_file(dir / "train.py", ec)) return fs::weakly_canonical(dir, ec).string();
+  }
+  return "";
+}
+
+// Stage "run": the sample trainer (2 ranks, gloo, real checkpoints, SDK
+// telemetry to the demo's agent) under `anxin run`, with four faults: an
+// HCCL error line, a hang, a lost NPU and a link flap; each is detected and
+// recovered, then the incident table.
+Status RunStage(DemoContext& ctx) {
+  const std::string examples = RunExamplesDir();
+  const char* python = "/usr/bin/python3";
+  auto say = [&](const std::string& line) {
+    if (!ctx.json) std::printf("  %s\n", line.c_str());
+    std::fflush(stdout);
+  };
+  if (examples.empty()) {
+    ctx.summary.push_back("skipped: examples/run/train.py not found (set ANXIN_EXAMPLES_DIR)");
+    say(ctx.summary.back());
+    return Ok();
+  }
+  auto torch =
+      RunCommand({python, "-c", "import torch.distributed"}, {.timeout = std::chrono::seconds(60)});
+  if (!torch || !torch->ok()) {
+    ctx.summary.push_back(
+        "skipped: the sample job needs PyTorch (Debian python3-torch; scripts/install-deps)");
+    say(ctx.summary.back());
+    return Ok();
+  }
+  std::error_code ec;
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe", ec).string();
+  if (ec) return Internal("cannot find this program (/proc/self/exe): " + ec.message());
+  const std::string ckpt = ctx.work_dir + "/ckpt";
+  const std::string state = ctx.work_dir + "/state";
+  const std::string out = ctx.work_dir + "/job.out";
+  say("anxin run -- python3 examples/run/train.py: 2 ranks, 800 steps, a checkpoint every 5;");
+  say("faults: an HCCL error line at step 10, a hang at step 60 after the first restart,");
+  say("NPU 1 lost 25 s in, NPU 0's link down for 4 s at 45 s (examples/run/demo-faults.yaml)");
+  SubprocessOptions o;
+  o.argv = {self,
+            "run",
+            "--nproc-per-node",
+            "2",
+            "--scenario",
+            examples + "/demo-faults.yaml",
+            "--playbook",
+            examples + "/playbooks.yaml",
+            "--checkpoint-dir",
+            ckpt,
+            "--state-dir",
+            state,
+            "--log-dir",
+            ctx.work_dir + "/logs",
+            "--hang-timeout",
+            "3s",
+            "--stop-grace",
+            "1s",
+            "--max-restarts",
+            "6",
+            "--",
+            python,
+            "-u",
+            examples + "/train.py",
+            "--ckpt-dir",
+            ckpt,
+            "--resume",
+            "{checkpoint}",
+            "--steps",
+            "800",
+            "--hccl-error-at",
+            "10",
+            "--hang-at",
+            "60:1"};
+  o.env = {"ANXIN_AGENT_SOCKET=" + ctx.agent_socket, "ANXIN_JOB_ID=demo-train",
+           "ANXIN_LOG_FORMAT=text"};
+  std::mutex mu;
+  std::string last_step;
+  // The supervisor's own lines: each fault and each recovery, as they happen.
+  o.on_stderr = [&](const OutputLine& l) {
+    const size_t at = l.text.find("anxin run: ");
+    if (at == std::string::npos) return;
+    std::string_view what = std::string_view(l.text).substr(at + 11);
+    if (what.starts_with("fault: ") || what.starts_with("recovered in ") ||
+        what.starts_with("all ") || what.starts_with("gave up") || what.starts_with("stopped")) {
+      std::lock_guard lock(mu);
+      say(std::string(what));
+    }
+  };
+  o.on_stdout = [&](const OutputLine& l) {
+    if (l.text.starts_with("[rank 0] step ")) {
+      std::lock_guard lock(mu);
+      last_step = l.text;
+    }
+  };
+  o.timeout = std::chrono::minutes(5);
+  ANXIN_ASSIGN_OR_RETURN(auto child, Subprocess::Start(std::move(o)));
+  Result<ExitStatus> status = Unavailable("not waited for");
+  for (;;) {
+    status = child->Wait(std::chrono::steady_clock::now() + std::chrono::milliseconds(200));
+    if (status) break;
+    if (ctx.stop.stop_requested()) {
+      status = child->Stop(std::chrono::seconds(5));
+      break;
+    }
+  }
+  if (!status) return std::unexpected(status.error());
+  if (ctx.stop.stop_requested()) return Ok();
+  if (!status->ok()) {
+    return Internal("anxin run exited " + status->Describe() + "; its logs are in " + ctx.work_dir +
+                    "/logs (kept only while the demo runs)");
+  }
+  {
+    std::lock_guard lock(mu);
+    if (!last_step.empty()) say("the job's last line: " + last_step);
+  }
+  auto table =
+      RunCommand({self, "incidents", "--state-dir", state}, {.timeout = std::chrono::seconds(30)});
+  if (!table || !table->ok()) {
+    return Internal("anxin incidents failed: " +
+                    (table ? table->stderr_text : table.error().ToString()));
+  }
+  if (!ctx.json) std::printf("\n$ anxin incidents\n%s", table->stdout_text.c_str());
+  auto incidents = RunCommand({self, "--json", "incidents", "--state-dir", state},
+                              {.timeout = std::chrono::seconds(30)});
+  if (incidents && incidents->ok()) {
+    auto j = nlohmann::json::parse(incidents->stdout_text, nullptr, false);
+    if (j.is_array()) {
+      for (const auto& i : j) {
+        if (!i.is_object() || !i.contains("fault") || !i["fault"].is_object()) continue;
+        std::string line = i["fault"].value("class", std::string("?")) + ": " +
+                           i.value("outcome", std::string("?"));
+        if (i.contains("time_to_recovery_seconds") && i["time_to_recovery_seconds"].is_number()) {
+          line += fmt::format(" in {:.2f} s", i["time_to_recovery_seconds"].get<double>());
+        }
+        ctx.summary.push_back(std::move(line));
+      }
+    }
+  }
+  return Ok();
+}
+
 const std::vector<DemoStage>& Stages() {
   static const std::vector<DemoStage> kStages = {
       {"devices",
@@ -187,6 +346,12 @@ const std::vector<DemoStage>& Stages() {
          return "the node's exporter: " + ctx.agent->url() + "/metrics, as Prometheus scrapes it";
        },
        AgentStage},
+      {"run",
+       [](const DemoContext&) {
+         return std::string(
+             "a training job under anxin run: four faults, each detected and recovered");
+       },
+       RunStage},
   };
   return kStages;
 }
