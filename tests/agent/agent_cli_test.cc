@@ -4,7 +4,6 @@
 // datagrams are counted, and errors follow docs/exit-codes.md.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -16,6 +15,7 @@
 #include <sstream>
 #include <thread>
 
+#include "../support/monitoring_stack.h"
 #include "anxin/base/http.h"
 #include "anxin/base/strings.h"
 #include "anxin/base/subprocess.h"
@@ -26,38 +26,21 @@ namespace anxin {
 namespace {
 
 using namespace std::chrono_literals;
+using ::anxin::testing::AgentProcess;
 using ::anxin::testing::AnxinBinary;
 using ::anxin::testing::IsOk;
+using ::anxin::testing::kPrometheus;
+using ::anxin::testing::kPromtool;
+using ::anxin::testing::PrometheusProcess;
 using ::anxin::testing::RunAnxin;
 using ::anxin::testing::TempDir;
+using ::anxin::testing::Value;
+using ::anxin::testing::WaitFor;
 using ::testing::HasSubstr;
 using ::testing::Not;
 using ::testing::StartsWith;
 
-constexpr const char* kPromtool = "/usr/bin/promtool";
-constexpr const char* kPrometheus = "/usr/bin/prometheus";
-
 std::string ClientBinary() { return std::string(ANXIN_BINARY_DIR) + "/tests/monitor/sdk_c_client"; }
-
-std::optional<double> Value(const std::string& text, const std::string& series) {
-  std::istringstream in(text);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.size() > series.size() && line.compare(0, series.size(), series) == 0 &&
-        line[series.size()] == ' ')
-      return std::stod(line.substr(series.size() + 1));
-  }
-  return std::nullopt;
-}
-
-bool WaitFor(const std::function<bool()>& done, std::chrono::milliseconds timeout = 20s) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(50ms);
-  }
-  return true;
-}
 
 // promtool's verdict on an exposition: "" when it has nothing to say.
 std::string Promtool(const TempDir& dir, const std::string& exposition) {
@@ -81,21 +64,6 @@ std::string Promtool(const TempDir& dir, const std::string& exposition) {
   return "";
 }
 
-// A TCP port nobody listens on right now.
-int FreePort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  int port = 0;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
-    port = ntohs(a.sin_port);
-  ::close(fd);
-  return port;
-}
-
 void SendDatagram(const std::string& path, std::span<const uint8_t> bytes) {
   int fd = ::socket(AF_UNIX, SOCK_DGRAM, 0);
   sockaddr_un a{};
@@ -104,20 +72,6 @@ void SendDatagram(const std::string& path, std::span<const uint8_t> bytes) {
   EXPECT_EQ(::sendto(fd, bytes.data(), bytes.size(), 0, reinterpret_cast<sockaddr*>(&a), sizeof a),
             static_cast<ssize_t>(bytes.size()));
   ::close(fd);
-}
-
-std::string UrlEncode(std::string_view s) {
-  std::string out;
-  for (unsigned char c : s) {
-    if (std::isalnum(c) || c == '_' || c == '-' || c == '.') {
-      out += static_cast<char>(c);
-    } else {
-      char buf[4];
-      std::snprintf(buf, sizeof buf, "%%%02X", c);
-      out += buf;
-    }
-  }
-  return out;
 }
 
 TEST(AgentCliTest, OnceOnTheFaultsScenarioPassesPromtool) {
@@ -174,55 +128,6 @@ TEST(AgentCliTest, ErrorsFollowTheExitCodes) {
   EXPECT_THAT(bad_config.stderr_text, HasSubstr("anxin.yaml:2:11: agent.compat: unknown "
                                                 "compatibility mode 'nvidia'"));
 }
-
-class AgentProcess {
- public:
-  explicit AgentProcess(const TempDir& dir, std::vector<std::string> extra = {}) {
-    socket_ = dir / "run/agent.sock";  // the directory does not exist yet
-    const std::string port_file = dir / "port";
-    std::vector<std::string> argv = {AnxinBinary(), "agent",   "--port",     "0",
-                                     "--port-file", port_file, "--socket",   socket_,
-                                     "--node",      "node-a",  "--duration", "120s"};
-    argv.insert(argv.end(), extra.begin(), extra.end());
-    SubprocessOptions o;
-    o.argv = argv;
-    o.on_stderr = [this](const OutputLine& l) {
-      std::lock_guard lock(mu_);
-      stderr_ += l.text + "\n";
-    };
-    auto p = Subprocess::Start(std::move(o));
-    EXPECT_THAT(p, IsOk());
-    if (!p) return;
-    process_ = std::move(*p);
-    EXPECT_TRUE(WaitFor([&] {
-      std::string text = ::anxin::testing::ReadTextFile(port_file);
-      if (text.empty() || text.back() != '\n') return false;
-      port_ = std::stoi(text);
-      return true;
-    })) << Stderr();
-  }
-  int port() const { return port_; }
-  const std::string& socket() const { return socket_; }
-  std::string Stderr() {
-    std::lock_guard lock(mu_);
-    return stderr_;
-  }
-  std::string Get(const std::string& path, int* status = nullptr) {
-    HttpClient c("127.0.0.1", port_, {.timeout = 5000ms});
-    auto r = c.Get(path);
-    if (!r) return "";
-    if (status) *status = r->status;
-    return r->body;
-  }
-  Result<ExitStatus> Stop() { return process_->Stop(10s); }
-
- private:
-  std::unique_ptr<Subprocess> process_;
-  std::mutex mu_;
-  std::string stderr_;
-  std::string socket_;
-  int port_ = 0;
-};
 
 TEST(AgentCliTest, ServesTheSdkClientsTelemetryAndCountsBadDatagrams) {
   TempDir dir;
@@ -297,27 +202,13 @@ TEST(AgentCliTest, PrometheusScrapesTheAgent) {
   ASSERT_GT(agent.port(), 0);
   // The agent's series carry a `job` label of their own (the training
   // job): honor_labels keeps it instead of renaming it exported_job.
-  const std::string config =
-      dir.Write("prometheus.yml",
-                "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
-                "scrape_configs:\n  - job_name: anxin-agent\n    honor_labels: true\n"
-                "    static_configs:\n      - targets: ['127.0.0.1:" +
-                    std::to_string(agent.port()) + "']\n");
-  const int port = FreePort();
-  ASSERT_GT(port, 0);
-  SubprocessOptions o;
-  o.argv = {kPrometheus, "--config.file=" + config, "--storage.tsdb.path=" + dir.Mkdir("data"),
-            "--web.listen-address=127.0.0.1:" + std::to_string(port), "--log.level=warn"};
-  auto prom = Subprocess::Start(std::move(o));
-  ASSERT_THAT(prom, IsOk());
-  HttpClient c("127.0.0.1", port, {.timeout = 5000ms});
-  auto query = [&](const std::string& q) -> nlohmann::json {
-    auto r = c.Get("/api/v1/query?query=" + UrlEncode(q));
-    if (!r || !r->ok()) return nlohmann::json::array();
-    auto j = nlohmann::json::parse(r->body, nullptr, false);
-    if (j.is_discarded() || j["status"] != "success") return nlohmann::json::array();
-    return j["data"]["result"];
-  };
+  PrometheusProcess prom(dir,
+                         "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+                         "scrape_configs:\n  - job_name: anxin-agent\n    honor_labels: true\n"
+                         "    static_configs:\n      - targets: ['127.0.0.1:" +
+                             std::to_string(agent.port()) + "']\n");
+  ASSERT_GT(prom.port(), 0);
+  auto query = [&](const std::string& q) { return prom.Query(q); };
   nlohmann::json up;
   ASSERT_TRUE(WaitFor([&] { return (up = query("anxin_device_up")).size() == 8; }, 25s))
       << up.dump();
@@ -348,7 +239,7 @@ TEST(AgentCliTest, PrometheusScrapesTheAgent) {
       },
       20s))
       << steps.dump();
-  (void)(*prom)->Stop(5s);
+  (void)prom.Stop();
   EXPECT_EQ(agent.Stop().value().exit_code, 0);
 }
 

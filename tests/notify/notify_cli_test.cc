@@ -18,11 +18,14 @@
 #include "anxin/base/subprocess.h"
 #include "anxin/base/testing.h"
 #include "anxin/notify/delivery.h"
+#include "notify_harness.h"
 
 namespace anxin {
 namespace {
 
 using ::anxin::testing::AnxinBinary;
+using ::anxin::testing::FakeBot;
+using Notify = ::anxin::testing::NotifyProcess;
 using ::anxin::testing::RunAnxin;
 using ::anxin::testing::TempDir;
 using ::testing::HasSubstr;
@@ -30,136 +33,8 @@ using ::testing::Not;
 using json = nlohmann::json;
 using namespace std::chrono_literals;
 
-constexpr char kSecret[] = "test-signing-secret-42";
-constexpr char kToken[] = "hook-token-0123456789";
-
-// A Feishu/Lark custom bot: checks the signature, records cards, and answers
-// from a script (then code 0).
-class FakeBot {
- public:
-  struct Answer {
-    int http = 200;
-    int code = 0;
-  };
-  explicit FakeBot(int port = 0) : server_({.port = port, .threads = 2}) {
-    server_.Post(R"(/open-apis/bot/v2/hook/(.+))", [this](const HttpRequest& req) {
-      std::lock_guard lock(mu_);
-      ++calls_;
-      json j = json::parse(req.body, nullptr, false);
-      if (req.path_groups[0] != kToken || j.is_discarded()) {
-        return HttpResponse::Json(200, R"({"code":9499,"msg":"bad request"})");
-      }
-      const std::string ts = j.value("timestamp", "");
-      const int64_t now = std::time(nullptr);
-      if (ts.empty() || std::llabs(std::stoll(ts) - now) > 3600 ||
-          j.value("sign", "") != notify::FeishuSign(std::stoll(ts), kSecret)) {
-        ++bad_signatures_;
-        return HttpResponse::Json(200, R"({"code":19021,"msg":"sign match fail"})");
-      }
-      if (!script_.empty()) {
-        Answer a = script_.front();
-        script_.erase(script_.begin());
-        if (a.http != 200) return HttpResponse::Text(a.http, "upstream trouble");
-        return HttpResponse::Json(200, R"({"code":)" + std::to_string(a.code) + R"(,"msg":"x"})");
-      }
-      messages_.push_back(j);
-      return HttpResponse::Json(200, R"({"code":0,"msg":"success","data":{}})");
-    });
-    EXPECT_TRUE(server_.Start().has_value());
-  }
-  int port() const { return server_.port(); }
-  std::string url() const {
-    return "http://127.0.0.1:" + std::to_string(port()) + "/open-apis/bot/v2/hook/" + kToken;
-  }
-  void Script(std::vector<Answer> a) {
-    std::lock_guard lock(mu_);
-    script_ = std::move(a);
-  }
-  std::vector<json> messages() {
-    std::lock_guard lock(mu_);
-    return messages_;
-  }
-  int calls() {
-    std::lock_guard lock(mu_);
-    return calls_;
-  }
-  int bad_signatures() {
-    std::lock_guard lock(mu_);
-    return bad_signatures_;
-  }
-  bool WaitFor(size_t n, std::chrono::seconds limit = 20s) {
-    const auto end = std::chrono::steady_clock::now() + limit;
-    while (std::chrono::steady_clock::now() < end) {
-      if (messages().size() >= n) return true;
-      std::this_thread::sleep_for(20ms);
-    }
-    return false;
-  }
-
- private:
-  HttpServer server_;
-  std::mutex mu_;
-  std::vector<Answer> script_;
-  std::vector<json> messages_;
-  int calls_ = 0, bad_signatures_ = 0;
-};
-
-// `anxin notify` as a child process.
-class Notify {
- public:
-  Notify(const TempDir& dir, const std::string& config, std::vector<std::string> prefix = {},
-         std::string spool = "")
-      : dir_(dir) {
-    port_file_ = dir / "port";
-    std::filesystem::remove(port_file_);
-    SubprocessOptions o;
-    o.argv = std::move(prefix);
-    for (const std::string& a :
-         {AnxinBinary(), std::string("--config"), config, std::string("notify"),
-          std::string("--port"), std::string("0"), std::string("--port-file"), port_file_,
-          std::string("--spool"), spool.empty() ? dir / "spool" : spool}) {
-      o.argv.push_back(a);
-    }
-    o.env = {"ANXIN_TEST_BOT_SECRET=" + std::string(kSecret)};
-    o.on_stderr = [this](const OutputLine& l) {
-      std::lock_guard lock(mu_);
-      stderr_ += l.text + "\n";
-    };
-    auto child = Subprocess::Start(std::move(o));
-    EXPECT_TRUE(child.has_value());
-    if (child) child_ = std::move(*child);
-    const auto end = std::chrono::steady_clock::now() + 30s;
-    while (std::chrono::steady_clock::now() < end && child_ && child_->Running()) {
-      std::ifstream in(port_file_);
-      if (in >> port_ && port_ > 0) break;
-      std::this_thread::sleep_for(10ms);
-    }
-  }
-  int port() const { return port_; }
-  HttpClient Client() const { return HttpClient("127.0.0.1", port_, {.timeout = 10000ms}); }
-  Result<HttpResponse> Post(const std::string& body) { return Client().Post("/webhook", body); }
-  std::string Metrics() {
-    auto r = Client().Get("/metrics");
-    return r ? r->body : "";
-  }
-  void Kill() { (void)child_->Signal(SIGKILL), (void)child_->Wait(); }
-  int Term() {
-    auto st = child_->Stop(20s);
-    return st ? st->exit_code : -1;
-  }
-  std::string Stderr() {
-    std::lock_guard lock(mu_);
-    return stderr_;
-  }
-
- private:
-  const TempDir& dir_;
-  std::string port_file_;
-  int port_ = 0;
-  std::unique_ptr<Subprocess> child_;
-  std::mutex mu_;
-  std::string stderr_;
-};
+constexpr const char* kSecret = testing::kBotSecret;
+constexpr const char* kToken = testing::kBotToken;
 
 std::string Payload(const std::string& group,
                     const std::vector<std::pair<std::string, std::string>>& alerts,
@@ -372,6 +247,65 @@ notify:
   EXPECT_THAT(out.stderr_text + out.stdout_text, Not(HasSubstr("inline-secret-value")));
 }
 
+// The demo's way: no configuration file, a JSON-lines file and a webhook
+// the caller owns, fed with a payload written by notify::EncodeWebhook.
+TEST(NotifyCli, LocalSinksWithoutAConfigurationFile) {
+  TempDir dir;
+  std::mutex mu;
+  std::vector<json> hooked;
+  HttpServer sink({.threads = 1});
+  sink.Post("/alerts", [&](const HttpRequest& req) {
+    std::lock_guard lock(mu);
+    hooked.push_back(json::parse(req.body, nullptr, false));
+    return HttpResponse::Text(200, "ok");
+  });
+  ASSERT_TRUE(sink.Start().has_value());
+  const std::string file = dir / "alerts.jsonl";
+  Notify n(dir, "", {}, "",
+           {"--sink-file", file, "--sink-webhook",
+            "http://127.0.0.1:" + std::to_string(sink.port()) + "/alerts"});
+  ASSERT_GT(n.port(), 0) << n.Stderr();
+  notify::Alert a{.status = "firing",
+                  .labels = {{"alertname", "AnxinDeviceTemperatureHigh"},
+                             {"node", "demo-node"},
+                             {"device", "3"},
+                             {"severity", "warning"}},
+                  .annotations = {{"summary", "demo-node NPU 3 at 91 C"}},
+                  .starts_at = 1796218130,
+                  .fingerprint = "d3e4f5a6b7c80913"};
+  auto r = n.Post(notify::EncodeWebhook(
+      {.receiver = "demo", .status = "firing", .alerts = {a}, .group_key = "demo"}));
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->status, 200) << r->body;
+  EXPECT_THAT(r->body, HasSubstr(R"("messages":2)"));
+  auto delivered = [&] {
+    std::lock_guard lock(mu);
+    return !hooked.empty() && dir.Read("alerts.jsonl").find("\n") != std::string::npos;
+  };
+  const auto end = std::chrono::steady_clock::now() + 20s;
+  while (!delivered() && std::chrono::steady_clock::now() < end) std::this_thread::sleep_for(20ms);
+  ASSERT_TRUE(delivered()) << n.Stderr();
+  json line = json::parse(dir.Read("alerts.jsonl"));
+  EXPECT_EQ(line["receiver"], "file");
+  EXPECT_EQ(line["alerts"][0]["node"], "demo-node");
+  EXPECT_EQ(line["alerts"][0]["device"], "3");
+  EXPECT_EQ(line["alerts"][0]["starts_at"], "2026-12-02T13:28:50Z");
+  {
+    std::lock_guard lock(mu);
+    ASSERT_EQ(hooked.size(), 1u) << n.Stderr();
+    EXPECT_EQ(hooked[0]["receiver"], "webhook");
+    EXPECT_EQ(hooked[0]["alerts"][0]["fingerprint"], "d3e4f5a6b7c80913");
+  }
+  EXPECT_EQ(n.Term(), 0);
+  // Neither a section nor a sink; a sink URL without its scheme.
+  auto none = RunAnxin({"notify", "--spool", dir / "s2"}, {.clear_env = true});
+  EXPECT_EQ(none.exit_code, 2);
+  EXPECT_THAT(none.stderr_text, HasSubstr("--sink-file/--sink-webhook"));
+  auto bad = RunAnxin({"notify", "--spool", dir / "s3", "--sink-webhook", "127.0.0.1:1/x"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_THAT(bad.stderr_text, HasSubstr("--sink-webhook: the URL must start with http://"));
+}
+
 // A webhook that records (group, fingerprint) pairs, slowly enough that kills
 // land mid-delivery.
 class FakeWebhook {
@@ -439,9 +373,9 @@ notify:
     done = true;
   });
   int kills = 0;
-  // At least three kills even when the posts are all answered quickly: the
-  // spool is still being delivered then.
-  while ((!done || kills < 3) && kills < 25) {
+  // Kills go on while alerts arrive and, at least five in all, while they
+  // are still being delivered (posting alone can finish within a second).
+  while ((!done || kills < 5) && kills < 25) {
     std::this_thread::sleep_for(
         std::chrono::milliseconds(std::uniform_int_distribution<int>(30, 300)(rng)));
     n->Kill();

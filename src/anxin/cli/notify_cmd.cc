@@ -21,16 +21,27 @@ struct Opts {
   std::string port_file;
   std::string spool = "/var/lib/anxin/notify";
   int threads = 16;
+  notify::LocalSinks sinks;
 };
 
 int Run(const Opts& o, const GlobalOptions& g) {
   std::optional<ConfigNode> section = FindSection(g.config, "notify");
-  if (!section) {
+  Result<notify::NotifyConfig> config = std::unexpected(Error(ErrorCode::kInternal, "unset"));
+  if (!o.sinks.file.empty() || !o.sinks.webhook.empty()) {
+    if (section) {
+      spdlog::info(
+          "notify: --sink-file/--sink-webhook given: the notify: section of the "
+          "configuration is not used");
+    }
+    config = notify::LocalSinkConfig(o.sinks);
+  } else if (!section) {
     return ReportError(Error(ErrorCode::kInvalidArgument,
                              "no notify: section in the configuration: give --config FILE with "
-                             "receivers and routes (docs/notify.md)"));
+                             "receivers and routes, or --sink-file/--sink-webhook "
+                             "(docs/notify.md)"));
+  } else {
+    config = notify::ParseNotifyConfig(*section, SystemEnvironment());
   }
-  auto config = notify::ParseNotifyConfig(*section, SystemEnvironment());
   if (!config) return ReportError(config.error());
   notify::ServiceOptions so;
   const size_t colon = o.listen.rfind(':');
@@ -78,6 +89,10 @@ CommandMain Setup(CLI::App& app) {
   app.add_option("--threads", o->threads, "HTTP worker threads")
       ->capture_default_str()
       ->check(CLI::Range(1, 256));
+  app.add_option("--sink-file", o->sinks.file,
+                 "deliver every alert to this JSON-lines file (instead of the notify: section)");
+  app.add_option("--sink-webhook", o->sinks.webhook,
+                 "deliver every alert as JSON to this URL (instead of the notify: section)");
   return [o](const GlobalOptions& g) { return Run(*o, g); };
 }
 

@@ -1,5 +1,6 @@
 #include "anxin/notify/alert.h"
 
+#include <ctime>
 #include <nlohmann/json.hpp>
 
 namespace anxin::notify {
@@ -225,6 +226,40 @@ Result<Notification> ParseWebhook(std::string_view body, const ParseLimits& limi
     n.alerts.push_back(std::move(alert));
   }
   return n;
+}
+
+std::string FormatRfc3339Utc(int64_t t) {
+  if (t == 0) return "0001-01-01T00:00:00Z";
+  const time_t tt = static_cast<time_t>(t);
+  std::tm tm{};
+  gmtime_r(&tt, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+std::string EncodeWebhook(const Notification& n) {
+  json alerts = json::array();
+  for (const Alert& a : n.alerts) {
+    alerts.push_back({{"status", a.status},
+                      {"labels", a.labels},
+                      {"annotations", a.annotations},
+                      {"startsAt", FormatRfc3339Utc(a.starts_at)},
+                      {"endsAt", FormatRfc3339Utc(a.ends_at)},
+                      {"generatorURL", a.generator_url},
+                      {"fingerprint", a.fingerprint}});
+  }
+  json j = {{"version", "4"},
+            {"groupKey", n.group_key},
+            {"truncatedAlerts", n.truncated_alerts},
+            {"status", n.status},
+            {"receiver", n.receiver},
+            {"groupLabels", n.group_labels},
+            {"commonLabels", n.common_labels},
+            {"commonAnnotations", n.common_annotations},
+            {"externalURL", n.external_url},
+            {"alerts", std::move(alerts)}};
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 }  // namespace anxin::notify

@@ -67,6 +67,24 @@ struct ParseLimits {
 
 Result<Notification> ParseWebhook(std::string_view body, const ParseLimits& limits = {});
 
+// The payload Alertmanager would post for n (version "4"), which ParseWebhook
+// reads back as n: for programs that hand alerts to `anxin notify` without an
+// Alertmanager in between (`anxin demo`, load generators). Times are whole
+// seconds; an ends_at of 0 is written as Alertmanager's zero time. Each
+// fingerprint must be letters and digits, as ParseWebhook requires.
+//
+//   notify::Alert a{.status = "firing", .labels = {{"alertname", "NpuHot"}, {"node", "n1"},
+//                   {"device", "3"}}, .starts_at = std::time(nullptr), .fingerprint =
+//                   "5f1c2a9e0b7d4c11"};
+//   std::string body = notify::EncodeWebhook({.receiver = "demo", .status = "firing",
+//                                             .alerts = {a}, .group_key = "demo"});
+//   // POST body to http://127.0.0.1:<port>/webhook
+std::string EncodeWebhook(const Notification& n);
+
+// Unix seconds as RFC 3339 in UTC ("2026-12-02T13:28:50Z"); 0 is
+// Alertmanager's zero time "0001-01-01T00:00:00Z".
+std::string FormatRfc3339Utc(int64_t t);
+
 // RFC 3339 ("2026-12-02T13:28:50.123Z", "...+08:00") to unix seconds
 // (fractions dropped). Alertmanager's zero time "0001-01-01T00:00:00Z" is 0.
 Result<int64_t> ParseRfc3339(std::string_view text);

@@ -105,5 +105,50 @@ TEST(TimeZone, NamedOffsetAndUtc) {
   EXPECT_EQ(TimeZone::FromTzif("x", "TZif2 but short").error().code(), ErrorCode::kDataLoss);
 }
 
+TEST(EncodeWebhook, IsReadBackAsTheSameNotification) {
+  Alert firing{.status = "firing",
+               .labels = {{"alertname", "NpuHot"}, {"node", "n1"}, {"device", "3"}},
+               .annotations = {{"summary", "NPU 3 at 91 C \"hot\"\n"}},
+               .starts_at = 1796218130,
+               .generator_url = "http://prometheus:9090/graph",
+               .fingerprint = "0a1b2c3d"};
+  Alert resolved = firing;
+  resolved.status = "resolved";
+  resolved.ends_at = 1796218130 + 600;
+  resolved.fingerprint = "0a1b2c3e";
+  const Notification n{.receiver = "demo",
+                       .status = "firing",
+                       .alerts = {firing, resolved},
+                       .group_labels = {{"alertname", "NpuHot"}},
+                       .common_labels = {{"node", "n1"}},
+                       .external_url = "http://alertmanager:9093",
+                       .group_key = "{}:{alertname=\"NpuHot\"}",
+                       .truncated_alerts = 2};
+  const std::string body = EncodeWebhook(n);
+  EXPECT_THAT(body, HasSubstr(R"("startsAt":"2026-12-02T13:28:50Z")"));
+  EXPECT_THAT(body, HasSubstr(R"("endsAt":"0001-01-01T00:00:00Z")"));
+  auto back = ParseWebhook(body);
+  ASSERT_TRUE(back.has_value()) << back.error().message();
+  EXPECT_EQ(back->receiver, n.receiver);
+  EXPECT_EQ(back->status, n.status);
+  EXPECT_EQ(back->group_key, n.group_key);
+  EXPECT_EQ(back->group_labels, n.group_labels);
+  EXPECT_EQ(back->common_labels, n.common_labels);
+  EXPECT_EQ(back->external_url, n.external_url);
+  EXPECT_EQ(back->truncated_alerts, 2);
+  ASSERT_EQ(back->alerts.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    const Alert& a = back->alerts[i];
+    const Alert& b = n.alerts[i];
+    EXPECT_EQ(a.status, b.status);
+    EXPECT_EQ(a.labels, b.labels);
+    EXPECT_EQ(a.annotations, b.annotations);
+    EXPECT_EQ(a.starts_at, b.starts_at);
+    EXPECT_EQ(a.ends_at, b.ends_at);
+    EXPECT_EQ(a.generator_url, b.generator_url);
+    EXPECT_EQ(a.fingerprint, b.fingerprint);
+  }
+}
+
 }  // namespace
 }  // namespace anxin::notify

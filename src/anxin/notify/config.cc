@@ -305,4 +305,26 @@ Result<NotifyConfig> ParseNotifyConfig(const ConfigNode& s, const EnvironmentLoo
   return c;
 }
 
+Result<NotifyConfig> LocalSinkConfig(const LocalSinks& sinks) {
+  if (sinks.file.empty() && sinks.webhook.empty()) {
+    return InvalidArgument(
+        "no sink: give a JSON-lines file (--sink-file) or a webhook URL "
+        "(--sink-webhook), or a notify: section in the configuration");
+  }
+  NotifyConfig c;
+  if (!sinks.file.empty()) {
+    c.receivers.push_back({.name = "file", .type = ReceiverType::kFile, .path = sinks.file});
+  }
+  if (!sinks.webhook.empty()) {
+    if (!sinks.webhook.starts_with("http://") && !sinks.webhook.starts_with("https://")) {
+      return InvalidArgument("--sink-webhook: the URL must start with http:// or https://, got '" +
+                             sinks.webhook + "'");
+    }
+    c.receivers.push_back(
+        {.name = "webhook", .type = ReceiverType::kWebhook, .url = sinks.webhook});
+  }
+  for (const auto& r : c.receivers) c.default_receivers.push_back(r.name);
+  return c;
+}
+
 }  // namespace anxin::notify

@@ -106,6 +106,20 @@ struct NotifyConfig {
   std::string Redact(std::string text) const;
 };
 
+// A configuration without a configuration file: every alert to a JSON-lines
+// file (receiver "file") and/or a generic JSON webhook (receiver "webhook"),
+// as `anxin notify --sink-file PATH --sink-webhook URL` and `anxin demo` use.
+//
+//   ANXIN_ASSIGN_OR_RETURN(notify::NotifyConfig config,
+//                          notify::LocalSinkConfig({.file = "/tmp/demo/alerts.jsonl"}));
+//
+// Neither given, or a URL that is not http:// or https:// -> kInvalidArgument.
+struct LocalSinks {
+  std::string file{};     // appended to, one JSON object per line
+  std::string webhook{};  // POSTed the JSON object, e.g. http://127.0.0.1:8080/alerts
+};
+Result<NotifyConfig> LocalSinkConfig(const LocalSinks& sinks);
+
 // Reads and checks the section; env looks up *_env variables. Errors carry
 // "file:line:col: notify.key: problem" and never a secret's value.
 Result<NotifyConfig> ParseNotifyConfig(const ConfigNode& section, const EnvironmentLookup& env);

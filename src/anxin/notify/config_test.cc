@@ -112,6 +112,27 @@ default_receivers: [a])"),
               HasSubstr("http:// or https://"));
 }
 
+TEST(LocalSinkConfig, FileAndWebhookForEveryAlert) {
+  auto both = LocalSinkConfig({.file = "/tmp/a.jsonl", .webhook = "http://127.0.0.1:8080/alerts"});
+  ASSERT_TRUE(both.has_value()) << both.error().message();
+  ASSERT_EQ(both->receivers.size(), 2u);
+  EXPECT_EQ(both->receivers[0].type, ReceiverType::kFile);
+  EXPECT_EQ(both->receivers[0].path, "/tmp/a.jsonl");
+  EXPECT_EQ(both->receivers[1].type, ReceiverType::kWebhook);
+  EXPECT_EQ(both->receivers[1].url, "http://127.0.0.1:8080/alerts");
+  EXPECT_EQ(both->Route({{"alertname", "X"}, {"severity", "critical"}}),
+            (std::vector<size_t>{0, 1}));
+  auto file = LocalSinkConfig({.file = "/tmp/a.jsonl"});
+  ASSERT_TRUE(file.has_value());
+  EXPECT_EQ(file->Route({}), std::vector<size_t>{0});
+  auto none = LocalSinkConfig({});
+  ASSERT_FALSE(none.has_value());
+  EXPECT_THAT(none.error().message(), HasSubstr("--sink-file"));
+  auto bad = LocalSinkConfig({.webhook = "127.0.0.1:8080"});
+  ASSERT_FALSE(bad.has_value());
+  EXPECT_THAT(bad.error().message(), HasSubstr("must start with http://"));
+}
+
 TEST(Matcher, Operators) {
   LabelSet l = {{"node", "gpu-07"}, {"severity", "critical"}};
   EXPECT_TRUE(ParseMatcher(R"(node="gpu-07")")->Matches(l));
