@@ -21,15 +21,19 @@
 #include "anxin/base/subprocess.h"
 #include "anxin/base/testing.h"
 #include "anxin/monitor/sdk_wire.h"
+#include "tests/agent/agent_testing.h"
 
 namespace anxin {
 namespace {
 
 using namespace std::chrono_literals;
+using ::anxin::testing::AgentProcess;
 using ::anxin::testing::AnxinBinary;
+using ::anxin::testing::FreePort;
 using ::anxin::testing::IsOk;
 using ::anxin::testing::RunAnxin;
 using ::anxin::testing::TempDir;
+using ::anxin::testing::WaitFor;
 using ::testing::HasSubstr;
 using ::testing::Not;
 using ::testing::StartsWith;
@@ -40,23 +44,7 @@ constexpr const char* kPrometheus = "/usr/bin/prometheus";
 std::string ClientBinary() { return std::string(ANXIN_BINARY_DIR) + "/tests/monitor/sdk_c_client"; }
 
 std::optional<double> Value(const std::string& text, const std::string& series) {
-  std::istringstream in(text);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.size() > series.size() && line.compare(0, series.size(), series) == 0 &&
-        line[series.size()] == ' ')
-      return std::stod(line.substr(series.size() + 1));
-  }
-  return std::nullopt;
-}
-
-bool WaitFor(const std::function<bool()>& done, std::chrono::milliseconds timeout = 20s) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(50ms);
-  }
-  return true;
+  return ::anxin::testing::MetricValue(text, series);
 }
 
 // promtool's verdict on an exposition: "" when it has nothing to say.
@@ -79,21 +67,6 @@ std::string Promtool(const TempDir& dir, const std::string& exposition) {
   if ((out->exit_code != 0 && out->exit_code != 3) || !findings.empty())
     return "exit " + std::to_string(out->exit_code) + ": " + findings;
   return "";
-}
-
-// A TCP port nobody listens on right now.
-int FreePort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  int port = 0;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
-    port = ntohs(a.sin_port);
-  ::close(fd);
-  return port;
 }
 
 void SendDatagram(const std::string& path, std::span<const uint8_t> bytes) {
@@ -174,55 +147,6 @@ TEST(AgentCliTest, ErrorsFollowTheExitCodes) {
   EXPECT_THAT(bad_config.stderr_text, HasSubstr("anxin.yaml:2:11: agent.compat: unknown "
                                                 "compatibility mode 'nvidia'"));
 }
-
-class AgentProcess {
- public:
-  explicit AgentProcess(const TempDir& dir, std::vector<std::string> extra = {}) {
-    socket_ = dir / "run/agent.sock";  // the directory does not exist yet
-    const std::string port_file = dir / "port";
-    std::vector<std::string> argv = {AnxinBinary(), "agent",   "--port",     "0",
-                                     "--port-file", port_file, "--socket",   socket_,
-                                     "--node",      "node-a",  "--duration", "120s"};
-    argv.insert(argv.end(), extra.begin(), extra.end());
-    SubprocessOptions o;
-    o.argv = argv;
-    o.on_stderr = [this](const OutputLine& l) {
-      std::lock_guard lock(mu_);
-      stderr_ += l.text + "\n";
-    };
-    auto p = Subprocess::Start(std::move(o));
-    EXPECT_THAT(p, IsOk());
-    if (!p) return;
-    process_ = std::move(*p);
-    EXPECT_TRUE(WaitFor([&] {
-      std::string text = ::anxin::testing::ReadTextFile(port_file);
-      if (text.empty() || text.back() != '\n') return false;
-      port_ = std::stoi(text);
-      return true;
-    })) << Stderr();
-  }
-  int port() const { return port_; }
-  const std::string& socket() const { return socket_; }
-  std::string Stderr() {
-    std::lock_guard lock(mu_);
-    return stderr_;
-  }
-  std::string Get(const std::string& path, int* status = nullptr) {
-    HttpClient c("127.0.0.1", port_, {.timeout = 5000ms});
-    auto r = c.Get(path);
-    if (!r) return "";
-    if (status) *status = r->status;
-    return r->body;
-  }
-  Result<ExitStatus> Stop() { return process_->Stop(10s); }
-
- private:
-  std::unique_ptr<Subprocess> process_;
-  std::mutex mu_;
-  std::string stderr_;
-  std::string socket_;
-  int port_ = 0;
-};
 
 TEST(AgentCliTest, ServesTheSdkClientsTelemetryAndCountsBadDatagrams) {
   TempDir dir;

@@ -20,6 +20,7 @@
 #include "anxin/base/strings.h"
 #include "anxin/base/subprocess.h"
 #include "anxin/base/testing.h"
+#include "tests/agent/agent_testing.h"
 
 namespace anxin {
 namespace {
@@ -27,9 +28,11 @@ namespace {
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 using ::anxin::testing::AnxinBinary;
+using ::anxin::testing::FreePort;
 using ::anxin::testing::IsOk;
 using ::anxin::testing::RunAnxin;
 using ::anxin::testing::TempDir;
+using ::anxin::testing::WaitFor;
 using ::testing::HasSubstr;
 using ::testing::Not;
 using ::testing::StartsWith;
@@ -37,29 +40,6 @@ using ::testing::StartsWith;
 constexpr const char* kPrometheus = "/usr/bin/prometheus";
 constexpr const char* kCurl = "/usr/bin/curl";
 constexpr const char* kPassword = "correct horse battery staple";
-
-bool WaitFor(const std::function<bool()>& done, std::chrono::milliseconds timeout = 20s) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(50ms);
-  }
-  return true;
-}
-
-int FreePort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  int port = 0;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
-    port = ntohs(a.sin_port);
-  ::close(fd);
-  return port;
-}
 
 // openssl as an operator would run it: a CA, a certificate for 127.0.0.1,
 // and a client certificate for Prometheus.
