@@ -18,10 +18,12 @@ a background thread sends to the agent's socket (ANXIN_AGENT_SOCKET).
             anxin.checkpoint_saved(it, path)
 
 Nothing here raises, blocks or grows: without the library every function is
-a no-op; without an agent a call costs about what an empty Python function
-call costs plus one ctypes call; an argument that cannot be used (a negative
-step, a NaN duration, a name that is not text) makes the call a no-op,
-counted as "ignored" in stats().
+a no-op; while no agent is connected a call returns at once, counted as
+unsent (the library's state is read again twice a second), at about twice
+the cost of an empty Python function call; with an agent, a call adds its
+argument checks and one ctypes call. An argument that cannot be used (a
+negative step, a NaN duration, a name that is not text) makes the call a
+no-op, counted as "ignored" in stats() when an agent is connected.
 
 The library is looked for in this order: the file named by ANXIN_SDK_LIB
 (only that one when set), next to this module, the build trees of the source
@@ -180,40 +182,82 @@ def _bind(lib):
         fn.restype = res
 
 
-# ---- argument checks: each raises ValueError/TypeError, which the public
-# functions turn into an ignored call ----------------------------------------
+# ---- the connection gate ----------------------------------------------------
+#
+# While no agent is connected the library would only count a call as unsent,
+# and converting the arguments for ctypes costs far more than that; so the
+# calls return at once, counted here (stats()["unsent"]), and the library's
+# state is read again at most every _RECHECK_S (it looks for the agent once a
+# second on its own thread).
+
+_RECHECK_S = 0.5
+_on = False          # an agent is connected: calls go to the library
+_next_check = 0.0    # time.monotonic() of the next look at the library's state
+_skipped = 0         # calls made while no agent was connected
+_monotonic = time.monotonic
+
+
+def _recheck():
+    """Reads the library's connection state; True when calls should go to it."""
+    global _on, _next_check
+    _next_check = _monotonic() + _RECHECK_S
+    try:
+        s = _Stats()
+        _lib.anxin_sdk_get_stats(ctypes.byref(s))
+        _on = bool(s.connected)
+    except Exception:
+        _on = False
+    return _on
+
+
+def _off():
+    """Called when _on is False: True (count the call, skip it) unless it is
+    time to look again and an agent has come."""
+    global _skipped
+    if _monotonic() >= _next_check and _recheck():
+        return False
+    _skipped += 1
+    return True
+
+
+# ---- argument checks: a bad value raises, and the public functions turn that
+# into an ignored call ---------------------------------------------------------
+
+_MAX_NS = (1 << 64) - 1
+_TEXT_CACHE_MAX = 1024
+_texts = {None: None}  # str -> its bytes for the library, for names used again
+
 
 def _u64(x):
-    v = operator.index(x)  # ints, numpy integers; not floats or strings
+    v = x if x.__class__ is int else operator.index(x)  # ints, numpy integers
     if v < 0 or v > _U64_MAX:
         raise ValueError(x)
     return v
 
 
 def _ns(seconds):
-    s = float(seconds)
-    if not (s >= 0.0) or math.isinf(s):  # also NaN
+    ns = int(seconds * 1e9)  # NaN, infinities and non-numbers raise here
+    if ns < 0:
         raise ValueError(seconds)
-    return int(min(s, _MAX_DURATION_S) * 1e9)
+    return ns if ns <= _MAX_NS else _MAX_NS
 
 
-def _text(x, allow_none=False):
-    if x is None and allow_none:
-        return None
-    if isinstance(x, str):
-        return x.encode("utf-8", "replace")
+def _text(x):
+    b = _texts.get(x) if x.__class__ is str or x is None else None
+    if b is not None or x is None:
+        return b
+    if x.__class__ is str:
+        b = x.encode("utf-8", "replace")
+        if len(_texts) < _TEXT_CACHE_MAX:
+            _texts[x] = b
+        return b
     if isinstance(x, (bytes, bytearray)):
         return bytes(x)
     raise TypeError(x)
 
 
-def _op(op):
-    if isinstance(op, str):
-        return OPS[op]
-    v = operator.index(op)
-    if v not in OPS.values():
-        raise ValueError(op)
-    return v
+_OP_CODES = dict(OPS)
+_OP_CODES.update({v: v for v in OPS.values()})
 
 
 def _ignore():
@@ -225,6 +269,8 @@ def _ignore():
 
 def step_begin(n):
     """A step begins (anxin_step_begin)."""
+    if not _on and _off():
+        return
     try:
         _lib.anxin_step_begin(_u64(n))
     except Exception:
@@ -234,6 +280,9 @@ def step_begin(n):
 def step_end(n):
     """A step ended: its duration is the time since step_begin(n)."""
     global _last_step
+    if not _on and _off():
+        _last_step = n if n.__class__ is int and n >= 0 else _last_step
+        return
     try:
         v = _u64(n)
         _lib.anxin_step_end(v)
@@ -245,6 +294,8 @@ def step_end(n):
 def step_time(n, seconds):
     """A step the caller timed itself."""
     global _last_step
+    if not _on and _off():
+        return
     try:
         v = _u64(n)
         _lib.anxin_step_time(v, _ns(seconds))
@@ -283,12 +334,14 @@ def collective(op, nbytes, seconds, algorithm=None, group_size=0):
     """One collective: op is a name in OPS ("all_reduce", ...) or its number;
     nbytes follows nccl-tests' size (the whole buffer: for all_gather the
     gathered output, for reduce_scatter the input); group_size 0 = the world."""
+    if not _on and _off():
+        return
     try:
-        g = operator.index(group_size)
+        g = group_size if group_size.__class__ is int else operator.index(group_size)
         if g < 0:
             raise ValueError(group_size)
-        _lib.anxin_collective(_op(op), _u64(nbytes), _ns(seconds),
-                              _text(algorithm, allow_none=True), min(g, 1 << 30))
+        _lib.anxin_collective(_OP_CODES[op], _u64(nbytes), _ns(seconds), _text(algorithm),
+                              g if g < 1 << 30 else 1 << 30)
     except Exception:
         _ignore()
 
@@ -318,7 +371,11 @@ class timed_collective:
 
 def kernel(name, seconds):
     """One run of a kernel (or any named phase) that took `seconds`."""
+    if not _on and _off():
+        return
     try:
+        if name is None:
+            raise TypeError(name)
         _lib.anxin_kernel(_text(name), _ns(seconds))
     except Exception:
         _ignore()
@@ -344,6 +401,8 @@ class timed_kernel:
 
 def heartbeat():
     """This rank is alive (for long phases without steps)."""
+    if not _on and _off():
+        return
     try:
         _lib.anxin_heartbeat()
     except Exception:
@@ -352,9 +411,14 @@ def heartbeat():
 
 def checkpoint_saved(n, path):
     """A checkpoint of step n was written completely to path."""
+    if not _on and _off():
+        return
     try:
         p = os.fspath(path)
-        _lib.anxin_checkpoint_saved(_u64(n), _text(p))
+        if p.__class__ is not str and not isinstance(p, bytes):
+            raise TypeError(path)
+        _lib.anxin_checkpoint_saved(_u64(n), p.encode("utf-8", "replace") if isinstance(p, str)
+                                    else p)
     except Exception:
         _ignore()
 
@@ -363,6 +427,8 @@ def alloc_stats(device, reserved_bytes=0, allocated_bytes=0, peak_reserved_bytes
                 fragmentation=0.0, ooms=0, remaps=0):
     """Device-memory allocator statistics for one device (ooms and remaps are
     cumulative counts)."""
+    if not _on and _off():
+        return
     try:
         d = operator.index(device)
         if d < 0 or d > 1 << 30:
@@ -378,7 +444,7 @@ def set_identity(job_id=None, rank=0, world_size=1):
     """Sets job id, rank and world size instead of the environment's
     (ANXIN_JOB_ID, RANK, WORLD_SIZE, ...). True when they were valid."""
     try:
-        return _lib.anxin_sdk_set_identity(_text(job_id, allow_none=True), operator.index(rank),
+        return _lib.anxin_sdk_set_identity(_text(job_id), operator.index(rank),
                                            operator.index(world_size)) == 0
     except Exception:
         _ignore()
@@ -389,7 +455,9 @@ def set_socket(path):
     """Sends to the agent socket at path from now on (None or "": off)."""
     try:
         p = None if path is None else _text(os.fspath(path))
-        return _lib.anxin_sdk_set_socket(p) == 0
+        ok = _lib.anxin_sdk_set_socket(p) == 0
+        _recheck()
+        return ok
     except Exception:
         _ignore()
         return False
@@ -409,17 +477,18 @@ def flush(timeout=1.0):
 
 def stats():
     """The SDK's counters as a dict: events, sent, dropped (lost while an agent
-    was connected), unsent (made while none was), datagrams, connected,
-    enabled; plus loaded (the library is there) and ignored (calls whose
-    arguments could not be used)."""
+    was connected), unsent (made while none was; also the calls this module
+    kept from the library for that reason), datagrams, connected, enabled;
+    plus loaded (the library is there) and ignored (calls whose arguments
+    could not be used)."""
     out = {"events": 0, "sent": 0, "dropped": 0, "unsent": 0, "datagrams": 0,
            "connected": False, "enabled": False}
     try:
         s = _Stats()
         _lib.anxin_sdk_get_stats(ctypes.byref(s))
-        out = {"events": s.events, "sent": s.sent, "dropped": s.dropped, "unsent": s.unsent,
-               "datagrams": s.datagrams, "connected": bool(s.connected),
-               "enabled": bool(s.enabled)}
+        out = {"events": s.events + _skipped, "sent": s.sent, "dropped": s.dropped,
+               "unsent": s.unsent + _skipped, "datagrams": s.datagrams,
+               "connected": bool(s.connected), "enabled": bool(s.enabled)}
     except Exception:
         pass
     out["loaded"] = _lib is not None
@@ -462,7 +531,9 @@ def unhook_torch_distributed():
 
 _load()
 
-if _lib is None:
+if _lib is not None:
+    _recheck()  # the library's first call: it connects now if an agent is there
+else:
     # No library: every call is an empty function.
     def _nothing(*args, **kwargs):
         return None

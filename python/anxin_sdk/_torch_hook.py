@@ -10,7 +10,8 @@ returns the work. Bytes follow nccl-tests' size: the tensor for all_reduce,
 broadcast and reduce, the gathered output for all_gather, the input for
 reduce_scatter and all_to_all; barriers carry none. A collective called from
 inside another wrapped one (torch composing them) is counted once, as the
-outer one. Works that give no future (some backends) are timed by their
+outer one. While no agent is connected the original function is called
+directly. Works that give no future (some backends) are timed by their
 wait() when the call is synchronous and left untimed when not.
 """
 
@@ -81,8 +82,8 @@ def _wrap(sdk, dist, name, fn):
         return nbytes, size
 
     def wrapper(*args, **kwargs):
-        if getattr(_inside, "depth", 0):
-            return fn(*args, **kwargs)
+        if (not sdk._on and sdk._off()) or getattr(_inside, "depth", 0):
+            return fn(*args, **kwargs)  # no agent to tell, or inside another one
         try:
             nbytes, size = measure(args, kwargs)
         except Exception:

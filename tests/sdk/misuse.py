@@ -1,7 +1,9 @@
 #!/usr/bin/python3
 """Calls anxin_sdk every wrong way a training script might, then a few right
 ways, and prints one line of JSON: the SDK's stats() plus "expected_ignored"
-(how many of the calls below must have been ignored) and "rejected" (calls
+(how many of the calls below must have been ignored with an agent
+connected), "expected_ignored_setup" (how many of them are setup calls,
+which check their arguments also without an agent) and "rejected" (calls
 the library itself refused with False). Any exception escaping the module
 ends the program with a traceback and a non-zero status.
 """
@@ -34,13 +36,15 @@ bad = [
     lambda: anxin.alloc_stats(-1),
     lambda: anxin.alloc_stats(0, reserved_bytes=-1),
     lambda: anxin.alloc_stats(0, fragmentation="x"),
+]
+bad_setup = [
     lambda: anxin.set_socket(123),
     lambda: anxin.flush("soon"),
     lambda: anxin.set_identity(7, 0, 1),
 ]
-for call in bad:
+for call in bad + bad_setup:
     call()
-expected = len(bad)
+expected = len(bad) + len(bad_setup)
 
 # A context manager given a bad step: both its begin and its end are ignored.
 with anxin.step(-3):
@@ -66,5 +70,6 @@ anxin.heartbeat()
 anxin.flush(2)
 out = anxin.stats()
 out["expected_ignored"] = expected
+out["expected_ignored_setup"] = len(bad_setup)
 out["rejected"] = rejected
 print(json.dumps(out))
