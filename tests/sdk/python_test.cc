@@ -214,7 +214,9 @@ TEST(SdkPythonTest, TheTorchHookTimesGlooCollectivesOfTwoRanks) {
   ASSERT_TRUE(WaitFor([&] {
     m = agent.Get("/metrics");
     for (int rank = 0; rank < 2; ++rank) {
-      if (MetricValue(m, series("anxin_job_collective_seconds_count", rank, "barrier")) != 1)
+      if (MetricValue(m, series("anxin_job_collective_seconds_count", rank, "barrier")) != 1 ||
+          MetricValue(m, series("anxin_job_collective_seconds_count", rank, "all_reduce")) !=
+              kIterations + 1)
         return false;
     }
     return true;
