@@ -37,7 +37,6 @@ Durations are in seconds (floats), as time.perf_counter() gives them.
 """
 
 import ctypes
-import math
 import operator
 import os
 import sys
@@ -66,7 +65,6 @@ OPS = {
 }
 
 _U64_MAX = (1 << 64) - 1
-_MAX_DURATION_S = 365 * 86400.0  # the SDK clamps longer durations anyway
 
 
 class _Stats(ctypes.Structure):
