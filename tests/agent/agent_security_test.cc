@@ -3,6 +3,7 @@
 // only with a client certificate); wrong or missing credentials get 401; a
 // bad web configuration file stops the agent with its place named. Also the
 // doctor checks the agent runs on a host tree, as Prometheus sees them.
+#include <anxin/sdk.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -20,46 +21,28 @@
 #include "anxin/base/strings.h"
 #include "anxin/base/subprocess.h"
 #include "anxin/base/testing.h"
+#include "tests/support/monitoring_stack.h"
 
 namespace anxin {
 namespace {
 
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
+using ::anxin::testing::AgentProcess;
 using ::anxin::testing::AnxinBinary;
+using ::anxin::testing::FreePort;
 using ::anxin::testing::IsOk;
+using ::anxin::testing::kPrometheus;
+using ::anxin::testing::PrometheusProcess;
 using ::anxin::testing::RunAnxin;
 using ::anxin::testing::TempDir;
+using ::anxin::testing::WaitFor;
 using ::testing::HasSubstr;
 using ::testing::Not;
 using ::testing::StartsWith;
 
-constexpr const char* kPrometheus = "/usr/bin/prometheus";
 constexpr const char* kCurl = "/usr/bin/curl";
 constexpr const char* kPassword = "correct horse battery staple";
-
-bool WaitFor(const std::function<bool()>& done, std::chrono::milliseconds timeout = 20s) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(50ms);
-  }
-  return true;
-}
-
-int FreePort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  int port = 0;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
-    port = ntohs(a.sin_port);
-  ::close(fd);
-  return port;
-}
 
 // openssl as an operator would run it: a CA, a certificate for 127.0.0.1,
 // and a client certificate for Prometheus.
@@ -100,50 +83,13 @@ std::string Hash(const TempDir& dir) {
   return hash;
 }
 
-class Agent {
- public:
-  Agent(const TempDir& dir, std::vector<std::string> extra) {
-    const std::string port_file = dir / "port";
-    fs::remove(port_file);
-    std::vector<std::string> argv = {AnxinBinary(), "agent",  "--port", "0",          "--port-file",
-                                     port_file,     "--node", "node-s", "--duration", "120s"};
-    // No SDK socket unless the test gives one.
-    if (std::find(extra.begin(), extra.end(), "--socket") == extra.end()) {
-      argv.insert(argv.end(), {"--socket", ""});
-    }
-    argv.insert(argv.end(), extra.begin(), extra.end());
-    SubprocessOptions o;
-    o.argv = argv;
-    o.on_stderr = [this](const OutputLine& l) {
-      std::lock_guard lock(mu_);
-      stderr_ += l.text + "\n";
-    };
-    auto p = Subprocess::Start(std::move(o));
-    EXPECT_THAT(p, IsOk());
-    if (!p) return;
-    process_ = std::move(*p);
-    EXPECT_TRUE(WaitFor([&] {
-      std::string text = ::anxin::testing::ReadTextFile(port_file);
-      if (text.empty() || text.back() != '\n') return false;
-      port_ = std::stoi(text);
-      return true;
-    })) << Stderr();
+// An agent for node "node-s", without an SDK socket unless extra names one.
+AgentProcess Agent(const TempDir& dir, std::vector<std::string> extra) {
+  if (std::find(extra.begin(), extra.end(), "--socket") == extra.end()) {
+    extra.insert(extra.end(), {"--socket", ""});
   }
-  ~Agent() {
-    if (process_) (void)process_->Stop(10s);
-  }
-  int port() const { return port_; }
-  std::string Stderr() {
-    std::lock_guard lock(mu_);
-    return stderr_;
-  }
-
- private:
-  std::unique_ptr<Subprocess> process_;
-  std::mutex mu_;
-  std::string stderr_;
-  int port_ = 0;
-};
+  return AgentProcess(dir, std::move(extra), "node-s");
+}
 
 struct Curl {
   int http_code = 0;  // 0: no HTTP response (TLS refused, say)
@@ -180,7 +126,8 @@ TEST(AgentSecurityTest, TlsAndBasicAuthWithCurlAndPrometheus) {
                                     "basic_auth_users:\n"
                                     "  prometheus: " +
                                         hash + "\n");
-  Agent agent(dir, {"--scenario", "faults", "--doctor-interval", "0", "--web.config.file", web});
+  AgentProcess agent =
+      Agent(dir, {"--scenario", "faults", "--doctor-interval", "0", "--web.config.file", web});
   ASSERT_GT(agent.port(), 0) << agent.Stderr();
   EXPECT_THAT(agent.Stderr(), HasSubstr("serving https://127.0.0.1:"));
   EXPECT_THAT(agent.Stderr(), HasSubstr("basic auth on"));
@@ -205,40 +152,22 @@ TEST(AgentSecurityTest, TlsAndBasicAuthWithCurlAndPrometheus) {
 
   // A real Prometheus scrapes it with the same CA and password.
   const std::string password_file = dir.Write("prom-password", kPassword);
-  const std::string config =
-      dir.Write("prometheus.yml",
-                "global:\n  scrape_interval: 1s\n"
-                "scrape_configs:\n  - job_name: anxin-agent\n    honor_labels: true\n"
-                "    scheme: https\n"
-                "    tls_config:\n      ca_file: " +
-                    (dir / "ca.crt") +
-                    "\n"
-                    "    basic_auth:\n      username: prometheus\n      password_file: " +
-                    password_file +
-                    "\n"
-                    "    static_configs:\n      - targets: ['127.0.0.1:" +
-                    std::to_string(agent.port()) + "']\n");
-  const int port = FreePort();
-  SubprocessOptions o;
-  o.argv = {kPrometheus, "--config.file=" + config, "--storage.tsdb.path=" + dir.Mkdir("data"),
-            "--web.listen-address=127.0.0.1:" + std::to_string(port), "--log.level=warn"};
-  auto prom = Subprocess::Start(std::move(o));
-  ASSERT_THAT(prom, IsOk());
-  HttpClient c("127.0.0.1", port, {.timeout = 5000ms});
+  PrometheusProcess prom(dir,
+                         "global:\n  scrape_interval: 1s\n"
+                         "scrape_configs:\n  - job_name: anxin-agent\n    honor_labels: true\n"
+                         "    scheme: https\n"
+                         "    tls_config:\n      ca_file: " +
+                             (dir / "ca.crt") +
+                             "\n"
+                             "    basic_auth:\n      username: prometheus\n      password_file: " +
+                             password_file +
+                             "\n"
+                             "    static_configs:\n      - targets: ['127.0.0.1:" +
+                             std::to_string(agent.port()) + "']\n");
   nlohmann::json result;
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        auto r = c.Get("/api/v1/query?query=anxin_device_up");
-        if (!r || !r->ok()) return false;
-        auto j = nlohmann::json::parse(r->body, nullptr, false);
-        if (j.is_discarded()) return false;
-        result = j["data"]["result"];
-        return result.size() == 8;
-      },
-      30s))
-      << result.dump();
+  ASSERT_TRUE(WaitFor([&] { return (result = prom.Query("anxin_device_up")).size() == 8; }, 30s))
+      << result.dump() << prom.Stderr();
   EXPECT_EQ(result[0]["metric"]["node"], "node-s");
-  (void)(*prom)->Stop(5s);
 }
 
 TEST(AgentSecurityTest, MutualTlsNeedsAClientCertificate) {
@@ -252,7 +181,8 @@ TEST(AgentSecurityTest, MutualTlsNeedsAClientCertificate) {
                                     "  client_auth_type: RequireAndVerifyClientCert\n"
                                     "  client_ca_file: ca.crt\n"
                                     "  min_version: TLS13\n");
-  Agent agent(dir, {"--scenario", "default", "--doctor-interval", "0", "--web.config.file", web});
+  AgentProcess agent =
+      Agent(dir, {"--scenario", "default", "--doctor-interval", "0", "--web.config.file", web});
   ASSERT_GT(agent.port(), 0) << agent.Stderr();
   const std::string url = "https://127.0.0.1:" + std::to_string(agent.port()) + "/metrics";
   Curl anonymous = RunCurl(dir, {"--cacert", dir / "ca.crt", url});
@@ -328,7 +258,8 @@ TEST(AgentSecurityTest, ExportsEveryNameOfDeployMetricsTxt) {
 
   TempDir dir;
   const std::string socket = dir / "agent.sock";
-  Agent agent(dir, {"--scenario", "default", "--doctor-interval", "0", "--socket", socket});
+  AgentProcess agent =
+      Agent(dir, {"--scenario", "default", "--doctor-interval", "0", "--socket", socket});
   ASSERT_GT(agent.port(), 0) << agent.Stderr();
   auto client = RunCommand(
       {std::string(ANXIN_BINARY_DIR) + "/tests/monitor/sdk_c_client", "20"},
@@ -342,6 +273,11 @@ TEST(AgentSecurityTest, ExportsEveryNameOfDeployMetricsTxt) {
   std::snprintf(a.sun_path, sizeof a.sun_path, "%s", socket.c_str());
   ASSERT_EQ(::sendto(fd, "junk", 4, 0, reinterpret_cast<sockaddr*>(&a), sizeof a), 4);
   ::close(fd);
+  // A supervisor's recovery counts, as `anxin run` sends them.
+  ASSERT_EQ(anxin_sdk_set_socket(socket.c_str()), 0);
+  ASSERT_EQ(anxin_sdk_set_identity("names", 0, 2), 0);
+  anxin_report_recovery("hang", 1, 1, 2'000'000'000);
+  ASSERT_EQ(anxin_sdk_flush(5000), 0);
   HttpClient http("127.0.0.1", agent.port(), {.timeout = 5000ms});
   std::string text;
   auto has = [&](const std::string& name) {
@@ -352,7 +288,8 @@ TEST(AgentSecurityTest, ExportsEveryNameOfDeployMetricsTxt) {
   ASSERT_TRUE(WaitFor([&] {
     auto r = http.Get("/metrics");
     text = r && r->ok() ? r->body : "";
-    return has("anxin_sdk_datagrams_rejected_total") && has("anxin_job_allocator_ooms_total");
+    return has("anxin_sdk_datagrams_rejected_total") && has("anxin_job_allocator_ooms_total") &&
+           has("anxin_job_restarts_total");
   })) << text;
   text = once.stdout_text + text;
   for (const std::string& name : names) EXPECT_TRUE(has(name)) << name;

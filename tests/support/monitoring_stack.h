@@ -20,6 +20,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <chrono>
 #include <cstdio>
@@ -141,15 +142,27 @@ class ChildProcess {
 // dir/run/, for at most two minutes; extra arguments go last.
 class AgentProcess {
  public:
+  // extra may name its own --socket (e.g. "" for none) and --duration; env:
+  // "NAME=VALUE" entries added to the agent's environment.
   explicit AgentProcess(const TempDir& dir, std::vector<std::string> extra = {},
-                        std::string node = "node-a") {
-    socket_ = dir / "run/agent.sock";  // the directory does not exist yet
+                        std::string node = "node-a", std::vector<std::string> env = {}) {
+    const auto has = [&](const char* flag) {
+      return std::find(extra.begin(), extra.end(), flag) != extra.end();
+    };
     const std::string port_file = dir / "agent.port";
-    std::vector<std::string> argv = {AnxinBinary(), "agent",   "--port",     "0",
-                                     "--port-file", port_file, "--socket",   socket_,
-                                     "--node",      node,      "--duration", "120s"};
+    std::vector<std::string> argv = {AnxinBinary(), "agent",   "--port", "0",
+                                     "--port-file", port_file, "--node", node};
+    if (auto at = std::find(extra.begin(), extra.end(), "--socket");
+        at != extra.end() && at + 1 != extra.end()) {
+      socket_ = *(at + 1);
+    } else {
+      socket_ = dir / "run/agent.sock";  // the directory does not exist yet
+      argv.insert(argv.end(), {"--socket", socket_});
+    }
+    if (!has("--duration")) argv.insert(argv.end(), {"--duration", "120s"});
     argv.insert(argv.end(), extra.begin(), extra.end());
-    if (!child_.Start(std::move(argv), std::chrono::seconds(150))) return;
+    // The agent stops itself (--duration); this limit only bounds a hang.
+    if (!child_.Start(std::move(argv), std::chrono::seconds(900), std::move(env))) return;
     EXPECT_TRUE(WaitFor([&] {
       std::string text = ReadTextFile(port_file);
       if (text.empty() || text.back() != '\n') return false;

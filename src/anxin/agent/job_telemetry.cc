@@ -45,6 +45,7 @@ struct JobTelemetry::Families {
   Family<Gauge>* alloc_allocated;
   Family<Gauge>* alloc_fragmentation;
   Family<Counter>* alloc_ooms;
+  Family<Counter>* alloc_remaps;
   Family<Counter>* dropped;
   // From a supervisor (`anxin run`): labels node, job (, fault_class).
   Family<Counter>* restarts;
@@ -70,6 +71,7 @@ struct JobTelemetry::Families {
     f(*alloc_allocated);
     f(*alloc_fragmentation);
     f(*alloc_ooms);
+    f(*alloc_remaps);
   }
 };
 
@@ -97,6 +99,7 @@ struct JobTelemetry::RankState {
   std::map<std::string, Kernel, std::less<>> kernels;
   std::map<int32_t, monitor::SdkAllocStats> alloc;  // by device
   uint64_t ooms_counted = 0;
+  uint64_t remaps_counted = 0;
 };
 
 struct JobTelemetry::HookGuard {
@@ -180,6 +183,11 @@ Result<std::unique_ptr<JobTelemetry>> JobTelemetry::Create(monitor::Registry& re
       f->alloc_ooms,
       registry.AddCounter("anxin_job_allocator_ooms_total",
                           "Out-of-memory failures the rank's allocator reported.", l, per_rank));
+  ANXIN_ASSIGN_OR_RETURN(
+      f->alloc_remaps,
+      registry.AddCounter("anxin_job_allocator_remaps_total",
+                          "Idle device-memory chunks the rank's allocator unmapped for reuse.", l,
+                          per_rank));
   ANXIN_ASSIGN_OR_RETURN(
       f->dropped,
       registry.AddCounter("anxin_agent_telemetry_dropped_total",
@@ -347,12 +355,13 @@ void JobTelemetry::Consume(const monitor::SdkDatagram& d) {
     } else if (const auto* a = std::get_if<SdkAllocStats>(&e.body)) {
       r->alloc[a->device] = *a;
       double reserved = 0, allocated = 0, fragmentation = 0;
-      uint64_t ooms = 0;
+      uint64_t ooms = 0, remaps = 0;
       for (const auto& [device, s] : r->alloc) {
         reserved += static_cast<double>(s.reserved_bytes);
         allocated += static_cast<double>(s.allocated_bytes);
         fragmentation = std::max(fragmentation, s.fragmentation);
         ooms += s.ooms;
+        remaps += s.remaps;
       }
       f_->alloc_reserved->WithLabels({node, r->job, r->rank}).Set(reserved);
       f_->alloc_allocated->WithLabels({node, r->job, r->rank}).Set(allocated);
@@ -362,6 +371,9 @@ void JobTelemetry::Consume(const monitor::SdkDatagram& d) {
       // from 0, which only moves the baseline.
       if (ooms > r->ooms_counted) c.Inc(static_cast<double>(ooms - r->ooms_counted));
       r->ooms_counted = ooms;
+      Counter& remapped = f_->alloc_remaps->WithLabels({node, r->job, r->rank});
+      if (remaps > r->remaps_counted) remapped.Inc(static_cast<double>(remaps - r->remaps_counted));
+      r->remaps_counted = remaps;
     }
     // step_begin and heartbeat only prove the rank alive (last_seen above).
   }

@@ -30,6 +30,7 @@
 //   anxin_job_allocator_allocated_bytes         summed over the rank's devices
 //   anxin_job_allocator_fragmentation_ratio     the worst of the rank's devices
 //   anxin_job_allocator_ooms_total              summed over the rank's devices
+//   anxin_job_allocator_remaps_total            summed over the rank's devices
 //   anxin_agent_telemetry_dropped_total{limit}  events refused at a cap: limit =
 //                                               jobs, ranks or kernels
 // and, from a job's supervisor (`anxin run`; labels node, job only, kept for

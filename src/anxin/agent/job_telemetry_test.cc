@@ -126,24 +126,26 @@ TEST_F(JobTelemetryTest, KernelJitterIsTheLastRunOverTheMedianBefore) {
 
 TEST_F(JobTelemetryTest, AllocatorStatsAddUpOverDevicesAndOomsCount) {
   Make();
-  auto alloc = [&](int32_t device, uint64_t reserved, double frag, uint64_t ooms) {
+  auto alloc = [&](int32_t device, uint64_t reserved, double frag, uint64_t ooms, uint64_t remaps) {
     monitor::SdkAllocStats a{};
     a.device = device;
     a.reserved_bytes = reserved;
     a.allocated_bytes = reserved / 2;
     a.fragmentation = frag;
     a.ooms = ooms;
+    a.remaps = remaps;
     jobs_->Consume(Datagram("j", 0, 1, {a}));
   };
-  alloc(0, 1000, 0.1, 1);
-  alloc(1, 3000, 0.4, 2);
-  alloc(0, 1000, 0.1, 4);  // device 0: 3 more
+  alloc(0, 1000, 0.1, 1, 10);
+  alloc(1, 3000, 0.4, 2, 0);
+  alloc(0, 1000, 0.1, 4, 15);  // device 0: 3 more OOMs, 5 more remaps
   const std::string t = Text();
   const std::string l = R"({node="n1",job="j",rank="0"})";
   EXPECT_EQ(Value(t, "anxin_job_allocator_reserved_bytes" + l), 4000);
   EXPECT_EQ(Value(t, "anxin_job_allocator_allocated_bytes" + l), 2000);
   EXPECT_DOUBLE_EQ(*Value(t, "anxin_job_allocator_fragmentation_ratio" + l), 0.4);
   EXPECT_EQ(Value(t, "anxin_job_allocator_ooms_total" + l), 6);
+  EXPECT_EQ(Value(t, "anxin_job_allocator_remaps_total" + l), 15);
 }
 
 TEST_F(JobTelemetryTest, RecoveryCountsBecomeJobSeriesWithoutARank) {

@@ -1,5 +1,14 @@
 // The exported C functions of libanxin_alloc.so (include/anxin/alloc.h): one
 // allocator per device, created at the first call from ANXIN_ALLOC_CONF.
+//
+// When a node agent is there, the allocators' statistics go to it through
+// the job telemetry SDK (include/anxin/sdk.h). The SDK is loaded with dlopen
+// rather than linked: the library PyTorch loads by path stays one file that
+// works alone, and a process without ANXIN_AGENT_SOCKET (and without the SDK
+// loaded already, e.g. by the anxin_sdk Python module) never loads it, starts
+// no thread and pays nothing.
+#include <dlfcn.h>
+
 #include <array>
 #include <atomic>
 #include <cstdio>
@@ -11,6 +20,7 @@
 #include "anxin/alloc.h"
 #include "anxin/mem/alloc_config.h"
 #include "anxin/mem/allocator.h"
+#include "anxin/sdk.h"
 
 namespace {
 
@@ -28,6 +38,63 @@ struct DeviceSlot {
 std::array<DeviceSlot, kMaxDevices>& Slots() {
   static auto* slots = new std::array<DeviceSlot, kMaxDevices>();  // never destroyed: PyTorch
   return *slots;                                                   // frees at exit
+}
+
+// ---- statistics to the agent, through libanxin_sdk.so ----------------
+
+struct SdkApi {
+  decltype(&anxin_report_alloc_stats) report = nullptr;
+  decltype(&anxin_sdk_add_sampler) add_sampler = nullptr;
+};
+SdkApi sdk;  // written once, before the sampler that reads it is registered
+
+// Called by the SDK's sending thread about once a second while an agent is
+// connected: one record per device that has an allocator.
+void SampleAllocators(void*) {
+  for (int device = 0; device < kMaxDevices; ++device) {
+    Allocator* a = Slots()[device].ready.load(std::memory_order_acquire);
+    if (!a) continue;
+    anxin::mem::AllocatorStats s = a->Stats();
+    // remaps: idle chunks unmapped to be mapped again elsewhere, as
+    // `anxin mem replay` counts them.
+    anxin_sdk_alloc_stats out{
+        s.reserved_bytes, s.allocated_bytes, s.peak_reserved_bytes, s.fragmentation,
+        s.ooms,           s.unmaps};
+    sdk.report(device, &out);
+  }
+}
+
+// The SDK already in the process, else (only when an agent socket is named)
+// the one next to this library, else the dynamic linker's; nullptr if none.
+void* OpenSdk() {
+  if (void* h = dlopen("libanxin_sdk.so", RTLD_NOW | RTLD_NOLOAD)) return h;
+  const char* socket = std::getenv("ANXIN_AGENT_SOCKET");
+  if (!socket || !*socket) return nullptr;
+  if (const char* lib = std::getenv("ANXIN_SDK_LIB"); lib && *lib) {
+    if (void* h = dlopen(lib, RTLD_NOW | RTLD_LOCAL)) return h;
+  }
+  Dl_info self{};
+  if (dladdr(reinterpret_cast<void*>(&SampleAllocators), &self) && self.dli_fname) {
+    std::string path = self.dli_fname;
+    path = path.substr(0, path.find_last_of('/') + 1) + "libanxin_sdk.so";
+    if (void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL)) return h;
+  }
+  return dlopen("libanxin_sdk.so", RTLD_NOW | RTLD_LOCAL);
+}
+
+// Once per process, when the first allocator exists. Without an SDK the
+// statistics stay local (anxin_alloc_get_stats); nothing is printed, since
+// telemetry is optional.
+void StartTelemetry() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    void* h = OpenSdk();
+    if (!h) return;
+    sdk.report = reinterpret_cast<decltype(sdk.report)>(dlsym(h, "anxin_report_alloc_stats"));
+    sdk.add_sampler =
+        reinterpret_cast<decltype(sdk.add_sampler)>(dlsym(h, "anxin_sdk_add_sampler"));
+    if (sdk.report && sdk.add_sampler) sdk.add_sampler(SampleAllocators, nullptr);
+  });
 }
 
 thread_local std::string last_error;
@@ -65,6 +132,7 @@ Allocator* Get(int device, bool create) {
       }
       slot.allocator = std::move(*a);
       slot.ready.store(slot.allocator.get(), std::memory_order_release);
+      StartTelemetry();
     });
   }
   Allocator* a = slot.ready.load(std::memory_order_acquire);
