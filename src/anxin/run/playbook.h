@@ -2,6 +2,7 @@
 // retries, chosen by the fault's class. Read from YAML (a `--playbook FILE`
 // or the `run:` section of the configuration), validated with positions:
 //
+//   [yaml]
 //   # playbooks.yaml
 //   playbooks:
 //     hccl:
@@ -16,6 +17,8 @@
 //   faults:
 //     collective_timeout: hccl
 //     network: hccl
+//
+// Read it:
 //
 //   PlaybookDefaults d;                          // from the flags
 //   ANXIN_ASSIGN_OR_RETURN(ConfigNode root, ConfigNode::LoadFile("playbooks.yaml"));
