@@ -1,6 +1,7 @@
 #include "anxin/agent/job_telemetry.h"
 
 #include <algorithm>
+#include <limits>
 #include <string_view>
 #include <variant>
 
@@ -78,6 +79,7 @@ struct JobTelemetry::RankState {
   Histogram* step_seconds = nullptr;
   Gauge* last_step = nullptr;
   Gauge* last_checkpoint = nullptr;
+  double last_step_seconds = std::numeric_limits<double>::quiet_NaN();
   struct Op {
     Histogram* seconds = nullptr;
     Gauge* algbw = nullptr;
@@ -243,7 +245,8 @@ void JobTelemetry::Consume(const monitor::SdkDatagram& d) {
       if (end->duration_ns > 0) {
         if (!r->step_seconds)
           r->step_seconds = &f_->step_seconds->WithLabels({node, r->job, r->rank});
-        r->step_seconds->Observe(static_cast<double>(end->duration_ns) * 1e-9);
+        r->last_step_seconds = static_cast<double>(end->duration_ns) * 1e-9;
+        r->step_seconds->Observe(r->last_step_seconds);
       }
     } else if (const auto* c = std::get_if<SdkCollective>(&e.body)) {
       RankState::Op& op = r->ops[c->op];
@@ -345,6 +348,28 @@ JobTelemetryStats JobTelemetry::stats() const {
   s.dropped_ranks = static_cast<uint64_t>(f_->dropped_ranks->value());
   s.dropped_kernels = static_cast<uint64_t>(f_->dropped_kernels->value());
   return s;
+}
+
+std::vector<RankSummary> JobTelemetry::Ranks() const {
+  std::lock_guard lock(mu_);
+  const Clock::TimePoint now = clock_.Now();
+  std::vector<RankSummary> out;
+  out.reserve(ranks_.size());
+  for (const auto& [key, r] : ranks_) {
+    RankSummary s;
+    s.job = r->job;
+    s.rank = key.second;
+    s.world_size = r->world_size;
+    s.heartbeat_age_seconds = std::max(0.0, ToSeconds(now - r->last_seen));
+    if (r->last_step) s.last_step = static_cast<uint64_t>(r->last_step->value());
+    s.last_step_seconds = r->last_step_seconds;
+    for (const auto& [op, o] : r->ops)
+      if (o.busbw)
+        s.busbw_bytes_per_second[std::string(monitor::SdkCollectiveOpName(op))] = o.busbw->value();
+    for (const auto& [name, k] : r->kernels) s.kernel_jitter_ratio[name] = k.jitter->value();
+    out.push_back(std::move(s));
+  }
+  return out;
 }
 
 }  // namespace anxin::agent

@@ -48,9 +48,11 @@
 
 #include <chrono>
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -68,6 +70,19 @@ struct JobTelemetryOptions {
   size_t max_kernels = 64;  // kernel names per rank
   size_t kernel_window = 32;
   Clock::Duration expiry = std::chrono::minutes(10);
+};
+
+// What one rank last reported, for the agent's page (history.h). A value the
+// rank never reported is NaN (step seconds) or absent (maps, last_step).
+struct RankSummary {
+  std::string job{};
+  int32_t rank = 0;
+  int32_t world_size = 1;
+  double heartbeat_age_seconds = 0;
+  std::optional<uint64_t> last_step{};
+  double last_step_seconds = std::numeric_limits<double>::quiet_NaN();
+  std::map<std::string, double> busbw_bytes_per_second{};  // op name -> last value
+  std::map<std::string, double> kernel_jitter_ratio{};     // kernel name -> last value
 };
 
 struct JobTelemetryStats {
@@ -94,6 +109,8 @@ class JobTelemetry {
   void Refresh();
 
   JobTelemetryStats stats() const;
+  // Every rank it knows, ordered by (job, rank); heartbeat ages as of now.
+  std::vector<RankSummary> Ranks() const;
 
  private:
   struct Families;
