@@ -279,11 +279,11 @@
         (m.last_step === null ? '-' : m.last_step) + ' · last heard ' + fmt(m.heartbeat_age_seconds, 1) +
         ' s ago' + (m.active ? '' : ' · stopped reporting')));
       const node = (kind) => card.querySelector('.chart[data-kind="' + kind + '"]');
-      draw('job:' + name + ':step', node('step'), 'Step time (slowest rank)', 's', s.t,
+      draw('job:' + name + ':step', node('step'), 'Step time (longest, any rank)', 's', s.t,
         [{ label: 'step time', values: s.step_seconds }], fmtSeconds);
-      draw('job:' + name + ':busbw', node('busbw'), 'Bus bandwidth per collective (slowest rank)', 'GB/s', s.t,
+      draw('job:' + name + ':busbw', node('busbw'), 'Bus bandwidth per collective (lowest, any rank)', 'GB/s', s.t,
         Object.entries(s.busbw).map(([op, v]) => ({ label: op, values: v })), fmtBandwidth);
-      draw('job:' + name + ':jitter', node('jitter'), 'Kernel jitter: last run / median (worst rank)', 'x', s.t,
+      draw('job:' + name + ':jitter', node('jitter'), 'Kernel jitter: run / median (highest, any rank)', 'x', s.t,
         Object.entries(s.jitter).map(([k, v]) => ({ label: k, values: v })), (v) => fmt(v, 2));
     }
     for (const card of cards.values()) card.remove();

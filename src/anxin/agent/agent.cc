@@ -131,7 +131,7 @@ Result<std::unique_ptr<Agent>> Agent::Create(device::DeviceBackend& backend, Age
            .on_snapshot =
                [self](const device::Snapshot& s) {
                  self->history_->RecordSnapshot(s);
-                 if (self->jobs_) self->history_->RecordJobs(s.time, self->jobs_->Ranks());
+                 if (self->jobs_) self->history_->RecordJobs(s.time, self->jobs_->TakeRanks());
                },
            .on_fault = [self](const device::FaultEvent& e) { self->history_->RecordFault(e); }}));
   ANXIN_ASSIGN_OR_RETURN(a->jobs_, JobTelemetry::Create(a->registry_, a->clock_,

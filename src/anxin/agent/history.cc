@@ -417,10 +417,9 @@ void History::RecordJobs(Clock::TimePoint time, const std::vector<RankSummary>& 
         p.step = static_cast<double>(*j.last_step);
       }
       // The slowest rank sets the job's step time.
-      if (!std::isnan(r->last_step_seconds))
-        p.step_seconds = std::isnan(p.step_seconds)
-                             ? r->last_step_seconds
-                             : std::max(p.step_seconds, r->last_step_seconds);
+      if (!std::isnan(r->step_seconds))
+        p.step_seconds = std::isnan(p.step_seconds) ? r->step_seconds
+                                                    : std::max(p.step_seconds, r->step_seconds);
       for (const auto& [op, v] : r->busbw_bytes_per_second) busbw.emplace_back(slot(j.ops, op), v);
       for (const auto& [kernel, v] : r->kernel_jitter_ratio) {
         const bool known = std::find(j.kernels.begin(), j.kernels.end(), kernel) != j.kernels.end();

@@ -8,7 +8,7 @@
 //                          History::Create(registry, {.node = "node-1"}));
 //   device::Snapshot snapshot;                 // DeviceExporter's on_snapshot gives one
 //   history->RecordSnapshot(snapshot);         // after each sample pass
-//   std::vector<RankSummary> ranks;            // JobTelemetry::Ranks()
+//   std::vector<RankSummary> ranks;            // JobTelemetry::TakeRanks()
 //   history->RecordJobs(snapshot.time, ranks);
 //   device::FaultEvent fault;                  // from the backend's subscription
 //   history->RecordFault(fault);
@@ -17,8 +17,9 @@
 // Series: per device, one point per sample pass (time, HBM used, temperature,
 // power, utilisation; null where the device did not report one or did not
 // answer); per job, one point per pass while the job reports: the last step,
-// the slowest rank's last step time, per collective the lowest rank's bus
-// bandwidth, per kernel the highest rank's jitter ratio.
+// and over its ranks the worst since the previous pass (RankSummary): the
+// longest step, per collective the lowest bus bandwidth, per kernel the
+// highest jitter ratio.
 //
 // Events: the backend's fault events, and what the agent infers from
 // consecutive samples: error codes raised or cleared and links down or up

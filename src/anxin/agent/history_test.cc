@@ -261,7 +261,7 @@ RankSummary Rank(std::string job, int rank, double step_seconds, double busbw, d
   r.world_size = 4;
   r.heartbeat_age_seconds = 0.5 * rank;
   r.last_step = 10 + rank;
-  r.last_step_seconds = step_seconds;
+  r.step_seconds = step_seconds;
   r.busbw_bytes_per_second["all_reduce"] = busbw;
   r.kernel_jitter_ratio["gemm"] = jitter;
   return r;
