@@ -40,6 +40,12 @@ nlohmann::json Number(double v, int digits) {
   return std::round(v * scale) / scale;
 }
 
+// A whole number (bytes, steps) as an integer; null when absent.
+nlohmann::json Whole(double v) {
+  if (!std::isfinite(v) || v < 0) return nullptr;
+  return static_cast<uint64_t>(std::llround(v));
+}
+
 // Significant digits rather than decimals, for values from 1e-3 to 1e12.
 nlohmann::json Significant(double v) {
   if (!std::isfinite(v)) return nullptr;
@@ -143,6 +149,9 @@ struct History::DeviceSeries {
   std::optional<Health> health{};
   bool lost = false;
   std::set<std::string> codes{};
+  // Codes the backend raised before a sample showed them, with the seq of
+  // that event: the sample knows the code's severity, the event did not.
+  std::map<std::string, uint64_t> raised_unrated{};
   std::map<int, bool> links{};  // port -> up
   int hot = 0;                  // Level() of the temperature
   int hbm = 0;                  // Level() of the HBM ratio
@@ -206,8 +215,8 @@ History::History(HistoryOptions options) : options_(std::move(options)) {
 
 History::~History() = default;
 
-void History::AddEvent(Clock::TimePoint time, int device, std::string kind, std::string severity,
-                       std::string detail, std::string source) {
+uint64_t History::AddEvent(Clock::TimePoint time, int device, std::string kind,
+                           std::string severity, std::string detail, std::string source) {
   Event e{.seq = next_seq_++,
           .time = time,
           .device = device,
@@ -215,13 +224,24 @@ void History::AddEvent(Clock::TimePoint time, int device, std::string kind, std:
           .severity = std::move(severity),
           .detail = Cut(std::move(detail), kMaxDetailBytes),
           .source = std::move(source)};
+  const uint64_t seq = e.seq;
   if (events_.size() < options_.max_events) {
     events_.push_back(std::move(e));
-    return;
+    return seq;
   }
   events_[events_next_] = std::move(e);
   events_next_ = (events_next_ + 1) % options_.max_events;
   dropped_events_->Inc();
+  return seq;
+}
+
+void History::SetSeverity(uint64_t seq, std::string severity) {
+  for (Event& e : events_) {
+    if (e.seq == seq) {
+      e.severity = std::move(severity);
+      return;
+    }
+  }
 }
 
 void History::RecordSnapshot(const device::Snapshot& snap) {
@@ -269,13 +289,20 @@ void History::RecordSnapshot(const device::Snapshot& snap) {
     std::set<std::string> codes;
     for (const device::DeviceErrorCode& c : s.error_codes) {
       codes.insert(c.code);
-      if (d.codes.contains(c.code)) continue;
+      if (d.codes.contains(c.code)) {
+        if (auto it = d.raised_unrated.find(c.code); it != d.raised_unrated.end()) {
+          SetSeverity(it->second, std::string(SeverityOf(c.severity)));
+          d.raised_unrated.erase(it);
+        }
+        continue;
+      }
       std::string text = fmt::format("code {} ({})", c.code, device::SeverityName(c.severity));
       if (!c.text.empty()) text += ": " + c.text;
       event("error_raised", SeverityOf(c.severity), std::move(text));
     }
     for (const std::string& c : d.codes)
       if (!codes.contains(c)) event("error_cleared", "info", "code " + c + " cleared");
+    std::erase_if(d.raised_unrated, [&](const auto& kv) { return !codes.contains(kv.first); });
     d.codes = std::move(codes);
     for (const device::LinkState& l : s.links) {
       auto prev = d.links.find(l.port);
@@ -340,6 +367,7 @@ void History::RecordFault(const FaultEvent& e) {
       if (!d.codes.insert(e.code).second) return;
       break;
     case FaultKind::kErrorCleared:
+      d.raised_unrated.erase(e.code);
       if (d.codes.erase(e.code) == 0) return;
       severity = "info";
       break;
@@ -375,8 +403,9 @@ void History::RecordFault(const FaultEvent& e) {
     if (!e.code.empty()) detail = "code " + e.code;
     if (e.port >= 0) detail = "port " + std::to_string(e.port);
   }
-  AddEvent(e.time, e.index, std::string(device::FaultKindName(e.kind)), std::string(severity),
-           std::move(detail), "device");
+  const uint64_t seq = AddEvent(e.time, e.index, std::string(device::FaultKindName(e.kind)),
+                                std::string(severity), std::move(detail), "device");
+  if (e.kind == FaultKind::kErrorRaised) d.raised_unrated[e.code] = seq;
 }
 
 void History::RecordJobs(Clock::TimePoint time, const std::vector<RankSummary>& ranks) {
@@ -464,7 +493,7 @@ std::string History::DevicesJson(double since) const {
       const DevicePoint& p = d.points[i];
       if (p.t <= since || p.t < oldest) continue;
       t.push_back(p.t);
-      hbm.push_back(Number(p.hbm_used_bytes, 0));
+      hbm.push_back(Whole(p.hbm_used_bytes));
       temp.push_back(Number(p.temperature_celsius, 1));
       power.push_back(Number(p.power_watts, 1));
       util.push_back(Number(p.utilisation_percent, 1));
@@ -520,7 +549,7 @@ std::string History::JobsJson(double since) const {
       const JobPoint& p = j.points[i];
       if (p.t <= since || p.t < oldest) continue;
       t.push_back(p.t);
-      step.push_back(Number(p.step, 0));
+      step.push_back(Whole(p.step));
       step_seconds.push_back(Significant(p.step_seconds));
       for (size_t k = 0; k < busbw.size(); ++k)
         busbw[k].push_back(k < p.busbw.size() ? Significant(p.busbw[k]) : nullptr);

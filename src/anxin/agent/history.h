@@ -110,8 +110,11 @@ class History {
   struct JobSeries;
   struct Event;
   explicit History(HistoryOptions options);
-  void AddEvent(Clock::TimePoint time, int device, std::string kind, std::string severity,
-                std::string detail, std::string source);
+  // Returns the new event's seq.
+  uint64_t AddEvent(Clock::TimePoint time, int device, std::string kind, std::string severity,
+                    std::string detail, std::string source);
+  // Sets the severity of event `seq` if the ring still has it.
+  void SetSeverity(uint64_t seq, std::string severity);
   void Trim(Clock::TimePoint now);
 
   HistoryOptions options_;

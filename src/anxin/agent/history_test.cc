@@ -198,10 +198,13 @@ TEST(HistoryTest, ABackendEventAndTheSampleShowingItMakeOneEvent) {
   monitor::Registry registry;
   auto h = Make(registry);
   h->RecordSnapshot(Snap(kStart, {Reading(0), Reading(1)}));
-  // NPU 0: the event first, then the sample that shows the same.
+  // NPU 0: the events first, then the sample that shows the same.
   h->RecordFault(Fault(0, kStart + 500ms, FaultKind::kLinkDown, "port 1 link down", "", 1));
+  h->RecordFault(Fault(0, kStart + 600ms, FaultKind::kErrorRaised, "raised 80E18005", "80E18005"));
   DeviceSample down = Reading(0);
   down.links[1].up = false;
+  down.error_codes = {
+      {.code = "80E18005", .severity = device::Severity::kCritical, .text = "HBM ECC"}};
   // NPU 1: the sample first, then the event.
   DeviceSample raised = Reading(1);
   raised.error_codes = {{.code = "80CB8009", .severity = device::Severity::kMinor, .text = ""}};
@@ -210,15 +213,19 @@ TEST(HistoryTest, ABackendEventAndTheSampleShowingItMakeOneEvent) {
   // Kinds without a state are always recorded.
   h->RecordFault(Fault(1, kStart + 1600ms, FaultKind::kEccErrors, "12 single-bit"));
   h->RecordSnapshot(Snap(kStart + 2s, {down, raised}));
-  EXPECT_THAT(Kinds(*h), ElementsAre("NPU 0 link_down", "NPU 1 error_raised", "NPU 1 ecc_errors"));
+  EXPECT_THAT(Kinds(*h), ElementsAre("NPU 0 link_down", "NPU 0 error_raised", "NPU 1 error_raised",
+                                     "NPU 1 ecc_errors"));
   auto events = Parse(h->EventsJson(0))["events"];
   EXPECT_EQ(events[0]["source"], "device");
   EXPECT_EQ(events[0]["detail"], "port 1 link down");
-  EXPECT_EQ(events[1]["source"], "agent");
-  EXPECT_EQ(events[1]["severity"], "warning");
+  // The device's event did not say how bad the code is; the sample did.
+  EXPECT_EQ(events[1]["source"], "device");
+  EXPECT_EQ(events[1]["severity"], "critical");
+  EXPECT_EQ(events[2]["source"], "agent");
+  EXPECT_EQ(events[2]["severity"], "warning");
   // A fault for a device no snapshot has described yet still names it.
   h->RecordFault(Fault(9, kStart + 3s, FaultKind::kDeviceLost));
-  EXPECT_EQ(Parse(h->EventsJson(3))["events"][0]["label"], "device 9");
+  EXPECT_EQ(Parse(h->EventsJson(4))["events"][0]["label"], "device 9");
 }
 
 TEST(HistoryTest, TheTimelineIsARingThatCountsWhatItOverwrote) {
