@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "anxin/agent/page.h"
 #include "anxin/device/table.h"
 
 namespace anxin::agent {
@@ -127,11 +128,26 @@ Result<std::unique_ptr<Agent>> Agent::Create(device::DeviceBackend& backend, Age
   a->registry_.AddCollectHook([rss_gauge] {
     if (auto bytes = ResidentBytes()) rss_gauge->Set(*bytes);
   });
+  ANXIN_ASSIGN_OR_RETURN(a->history_, History::Create(a->registry_, {.node = o.node,
+                                                                     .interval = o.interval,
+                                                                     .window = o.history_window}));
+  // The page's history hears every pass (with the jobs as they are then) and
+  // every fault event; jobs_ is set before the sampling loop starts.
+  Agent* self = a.get();
   ANXIN_ASSIGN_OR_RETURN(
       a->devices_,
       DeviceExporter::Create(
           backend, a->registry_,
-          {.node = o.node, .clock = &a->clock_, .interval = o.interval, .compat = o.compat}));
+          {.node = o.node,
+           .clock = &a->clock_,
+           .interval = o.interval,
+           .compat = o.compat,
+           .on_snapshot =
+               [self](const device::Snapshot& s) {
+                 self->history_->RecordSnapshot(s);
+                 if (self->jobs_) self->history_->RecordJobs(s.time, self->jobs_->TakeRanks());
+               },
+           .on_fault = [self](const device::FaultEvent& e) { self->history_->RecordFault(e); }}));
   ANXIN_ASSIGN_OR_RETURN(a->jobs_, JobTelemetry::Create(a->registry_, a->clock_,
                                                         {.node = o.node, .expiry = o.job_expiry}));
   if (o.doctor_interval > Clock::Duration::zero()) {
@@ -199,12 +215,7 @@ Status Agent::Start() {
       if (!json) return HttpResponse::Json(503, R"({"error": "no sample yet"})");
       return HttpResponse::Json(200, *json);
     });
-    server_->Get("/", [](const HttpRequest&) {
-      return HttpResponse::Text(200,
-                                "anxin agent\n/metrics          Prometheus metrics\n/healthz   "
-                                "       sampler health\n/api/v1/devices   devices and their last "
-                                "sample (JSON)\n");
-    });
+    AddPageRoutes(*server_, *history_);
     if (auto st = server_->Start(); !st) {
       Stop();
       server_.reset();

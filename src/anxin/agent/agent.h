@@ -1,7 +1,8 @@
 // `anxin agent`: the node's Prometheus exporter. It puts together the device
 // sampler (device_exporter.h), the job telemetry fed by the SDK's socket
 // (job_telemetry.h, monitor/sdk_receiver.h), its own self-metrics, and an
-// HTTP server with /metrics, /healthz and /api/v1/devices. docs/agent.md.
+// HTTP server with /metrics, /healthz, /api/v1/devices and the live page at
+// / with its history (page.h, history.h). docs/agent.md, docs/dashboard.md.
 //
 //   #include "anxin/device/registry.h"
 //
@@ -33,6 +34,7 @@
 
 #include "anxin/agent/device_exporter.h"
 #include "anxin/agent/doctor_exporter.h"
+#include "anxin/agent/history.h"
 #include "anxin/agent/job_telemetry.h"
 #include "anxin/agent/web_config.h"
 #include "anxin/base/clock.h"
@@ -97,6 +99,7 @@ struct AgentOptions {
   Clock::Duration doctor_interval = std::chrono::minutes(10);
   std::string doctor_root = "/";
   WebConfig web{};  // TLS and basic auth for every endpoint
+  Clock::Duration history_window = std::chrono::minutes(10);  // kept for the page
 };
 
 class Agent {
@@ -132,6 +135,7 @@ class Agent {
   std::string url() const;
   DeviceExporter& devices() { return *devices_; }
   JobTelemetry& jobs() { return *jobs_; }
+  const History& history() const { return *history_; }
   // nullptr without a socket or before Start.
   const monitor::SdkReceiver* receiver() const { return receiver_.get(); }
   monitor::Registry& registry() { return registry_; }
@@ -144,6 +148,7 @@ class Agent {
   AgentOptions options_;
   Clock& clock_;
   monitor::Registry registry_;
+  std::unique_ptr<History> history_;
   std::unique_ptr<DeviceExporter> devices_;
   std::unique_ptr<JobTelemetry> jobs_;
   std::unique_ptr<DoctorExporter> doctor_;  // nullptr when the checks are off

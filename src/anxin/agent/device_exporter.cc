@@ -311,6 +311,7 @@ static size_t IndexOf(const std::vector<DeviceInfo>& infos, int index) {
 void DeviceExporter::OnFault(const FaultEvent& e) {
   const size_t i = IndexOf(infos_, e.index);
   if (i == infos_.size()) return;
+  if (options_.on_fault) options_.on_fault(e);
   auto v = labels_[i];
   v.emplace_back(device::FaultKindName(e.kind));
   counters_->fault_events->WithLabels(v).Inc();
@@ -430,11 +431,12 @@ void DeviceExporter::SampleOnce() {
       g.dcgm_xid->WithLabels(d).Set(xid);
     }
   }
-  published->snapshot = std::move(snap);
+  published->snapshot = snap;
   {
     std::lock_guard plock(publish_mu_);
     published_ = std::move(published);
   }
+  if (options_.on_snapshot) options_.on_snapshot(*snap);
   passes_.fetch_add(1, std::memory_order_relaxed);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -49,6 +49,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -77,6 +78,11 @@ struct DeviceExporterOptions {
   Clock* clock = nullptr;  // nullptr: the wall clock
   Clock::Duration interval = std::chrono::seconds(1);
   Compat compat = Compat::kNone;
+  // Observers for the agent's page (history.h): each new snapshot, on the
+  // sampling thread once it is published, and each fault event, on the
+  // backend's thread. They must not call back into the exporter's sampling.
+  std::function<void(const device::Snapshot&)> on_snapshot{};
+  std::function<void(const device::FaultEvent&)> on_fault{};
 };
 
 class DeviceExporter {

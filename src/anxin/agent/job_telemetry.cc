@@ -1,6 +1,7 @@
 #include "anxin/agent/job_telemetry.h"
 
 #include <algorithm>
+#include <limits>
 #include <string_view>
 #include <variant>
 
@@ -84,15 +85,22 @@ struct JobTelemetry::RankState {
   Histogram* step_seconds = nullptr;
   Gauge* last_step = nullptr;
   Gauge* last_checkpoint = nullptr;
+  // The worst since the last TakeRanks(), or the last value (NaN: none yet).
+  double worst_step_seconds = std::numeric_limits<double>::quiet_NaN();
+  bool step_fresh = false;
   struct Op {
     Histogram* seconds = nullptr;
     Gauge* algbw = nullptr;
     Gauge* busbw = nullptr;
+    double worst_busbw = 0;
+    bool fresh = false;
   };
   std::map<monitor::SdkCollectiveOp, Op> ops;
   struct Kernel {
     std::vector<double> window;  // ring of the last kernel_window durations
     size_t next = 0;
+    double worst_jitter = 0;
+    bool fresh = false;
     Gauge* median = nullptr;
     Gauge* jitter = nullptr;
   };
@@ -305,7 +313,10 @@ void JobTelemetry::Consume(const monitor::SdkDatagram& d) {
       if (end->duration_ns > 0) {
         if (!r->step_seconds)
           r->step_seconds = &f_->step_seconds->WithLabels({node, r->job, r->rank});
-        r->step_seconds->Observe(static_cast<double>(end->duration_ns) * 1e-9);
+        const double seconds = static_cast<double>(end->duration_ns) * 1e-9;
+        r->step_seconds->Observe(seconds);
+        r->worst_step_seconds = r->step_fresh ? std::max(r->worst_step_seconds, seconds) : seconds;
+        r->step_fresh = true;
       }
     } else if (const auto* c = std::get_if<SdkCollective>(&e.body)) {
       RankState::Op& op = r->ops[c->op];
@@ -323,7 +334,10 @@ void JobTelemetry::Consume(const monitor::SdkDatagram& d) {
       const double algbw = static_cast<double>(c->bytes) / seconds;
       const int64_t n = c->group_size > 0 ? c->group_size : d.sender.world_size;
       op.algbw->Set(algbw);
-      op.busbw->Set(algbw * BusBandwidthFactor(c->op, n));
+      const double busbw = algbw * BusBandwidthFactor(c->op, n);
+      op.busbw->Set(busbw);
+      op.worst_busbw = op.fresh ? std::min(op.worst_busbw, busbw) : busbw;
+      op.fresh = true;
     } else if (const auto* k = std::get_if<SdkKernel>(&e.body)) {
       auto it = r->kernels.find(k->name);
       if (it == r->kernels.end()) {
@@ -340,7 +354,10 @@ void JobTelemetry::Consume(const monitor::SdkDatagram& d) {
       // Jitter against the runs before this one, so that one slow run does
       // not hide itself by moving the median.
       const double before = kern.window.empty() ? 0 : Median(kern.window);
-      kern.jitter->Set(before > 0 ? seconds / before : 1.0);
+      const double jitter = before > 0 ? seconds / before : 1.0;
+      kern.jitter->Set(jitter);
+      kern.worst_jitter = kern.fresh ? std::max(kern.worst_jitter, jitter) : jitter;
+      kern.fresh = true;
       if (kern.window.size() < options_.kernel_window) {
         kern.window.push_back(seconds);
       } else {
@@ -411,6 +428,36 @@ JobTelemetryStats JobTelemetry::stats() const {
   s.dropped_ranks = static_cast<uint64_t>(f_->dropped_ranks->value());
   s.dropped_kernels = static_cast<uint64_t>(f_->dropped_kernels->value());
   return s;
+}
+
+std::vector<RankSummary> JobTelemetry::TakeRanks() {
+  std::lock_guard lock(mu_);
+  const Clock::TimePoint now = clock_.Now();
+  std::vector<RankSummary> out;
+  out.reserve(ranks_.size());
+  // A worst value stays as the last one until something new comes, so the
+  // next period starts from it: "fresh" only says whether it was replaced.
+  for (const auto& [key, r] : ranks_) {
+    RankSummary s;
+    s.job = r->job;
+    s.rank = key.second;
+    s.world_size = r->world_size;
+    s.heartbeat_age_seconds = std::max(0.0, ToSeconds(now - r->last_seen));
+    if (r->last_step) s.last_step = static_cast<uint64_t>(r->last_step->value());
+    s.step_seconds = r->worst_step_seconds;
+    r->step_fresh = false;
+    for (auto& [op, o] : r->ops) {
+      if (!o.busbw) continue;
+      s.busbw_bytes_per_second[std::string(monitor::SdkCollectiveOpName(op))] = o.worst_busbw;
+      o.fresh = false;
+    }
+    for (auto& [name, k] : r->kernels) {
+      s.kernel_jitter_ratio[name] = k.worst_jitter;
+      k.fresh = false;
+    }
+    out.push_back(std::move(s));
+  }
+  return out;
 }
 
 }  // namespace anxin::agent

@@ -54,9 +54,11 @@
 
 #include <chrono>
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -74,6 +76,22 @@ struct JobTelemetryOptions {
   size_t max_kernels = 64;  // kernel names per rank
   size_t kernel_window = 32;
   Clock::Duration expiry = std::chrono::minutes(10);
+};
+
+// What one rank reported, for the agent's page (history.h): the worst value
+// since the previous TakeRanks() (the longest step, the lowest bandwidth, the
+// highest jitter), so that a spike between two passes is not lost, or the last
+// value when nothing new came. A value the rank never reported is NaN (step
+// seconds) or absent (maps, last_step).
+struct RankSummary {
+  std::string job{};
+  int32_t rank = 0;
+  int32_t world_size = 1;
+  double heartbeat_age_seconds = 0;
+  std::optional<uint64_t> last_step{};
+  double step_seconds = std::numeric_limits<double>::quiet_NaN();
+  std::map<std::string, double> busbw_bytes_per_second{};  // op name -> lowest
+  std::map<std::string, double> kernel_jitter_ratio{};     // kernel name -> highest
 };
 
 struct JobTelemetryStats {
@@ -100,6 +118,10 @@ class JobTelemetry {
   void Refresh();
 
   JobTelemetryStats stats() const;
+  // Every rank it knows, ordered by (job, rank); heartbeat ages as of now.
+  // Starts the next period of worst values (RankSummary): meant for one
+  // reader, the agent's history, once per sample pass.
+  std::vector<RankSummary> TakeRanks();
 
  private:
   struct Families;

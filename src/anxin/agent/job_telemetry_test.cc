@@ -232,5 +232,53 @@ TEST(JobTelemetryOptionsTest, ZeroCapsAreRefused) {
   EXPECT_FALSE(JobTelemetry::Create(registry, clock, {.max_kernels = 0}).has_value());
 }
 
+TEST_F(JobTelemetryTest, TakeRanksGivesTheWorstSinceTheLastTake) {
+  Make();
+  using monitor::SdkCollective;
+  using monitor::SdkKernel;
+  using monitor::SdkStepEnd;
+  auto step = [](uint64_t n, double seconds) -> monitor::SdkEventBody {
+    return SdkStepEnd{.step = n, .duration_ns = static_cast<uint64_t>(seconds * 1e9)};
+  };
+  auto reduce = [](double seconds) -> monitor::SdkEventBody {
+    return SdkCollective{.op = SdkCollectiveOp::kAllReduce,
+                         .group_size = 0,
+                         .bytes = 1'000'000'000,
+                         .duration_ns = static_cast<uint64_t>(seconds * 1e9),
+                         .algorithm = "ring"};
+  };
+  auto kernel = [](double ms) -> monitor::SdkEventBody {
+    return SdkKernel{.duration_ns = static_cast<uint64_t>(ms * 1e6), .name = "gemm"};
+  };
+  EXPECT_TRUE(jobs_->TakeRanks().empty());
+  // A slow step, a slow all_reduce and a slow kernel between two takes,
+  // each followed by normal ones: the take still sees them.
+  jobs_->Consume(Datagram("j", 1, 2,
+                          {step(1, 0.2), step(2, 0.9), step(3, 0.2), reduce(0.01), reduce(0.04),
+                           reduce(0.01), kernel(1), kernel(1), kernel(3), kernel(1)}));
+  clock_.Advance(2s);
+  auto ranks = jobs_->TakeRanks();
+  ASSERT_EQ(ranks.size(), 1u);
+  EXPECT_EQ(ranks[0].job, "j");
+  EXPECT_EQ(ranks[0].rank, 1);
+  EXPECT_EQ(ranks[0].world_size, 2);
+  EXPECT_EQ(ranks[0].last_step, 3u);
+  EXPECT_DOUBLE_EQ(ranks[0].heartbeat_age_seconds, 2);
+  EXPECT_DOUBLE_EQ(ranks[0].step_seconds, 0.9);
+  // 1 GB in 40 ms, times 2(n-1)/n = 1 for two ranks.
+  EXPECT_DOUBLE_EQ(ranks[0].busbw_bytes_per_second.at("all_reduce"), 25e9);
+  EXPECT_DOUBLE_EQ(ranks[0].kernel_jitter_ratio.at("gemm"), 3);
+  // Nothing new: the values stay.
+  ranks = jobs_->TakeRanks();
+  EXPECT_DOUBLE_EQ(ranks[0].step_seconds, 0.9);
+  EXPECT_DOUBLE_EQ(ranks[0].kernel_jitter_ratio.at("gemm"), 3);
+  // Something new starts a new period.
+  jobs_->Consume(Datagram("j", 1, 2, {step(4, 0.3), reduce(0.02), kernel(1)}));
+  ranks = jobs_->TakeRanks();
+  EXPECT_DOUBLE_EQ(ranks[0].step_seconds, 0.3);
+  EXPECT_DOUBLE_EQ(ranks[0].busbw_bytes_per_second.at("all_reduce"), 50e9);
+  EXPECT_DOUBLE_EQ(ranks[0].kernel_jitter_ratio.at("gemm"), 1);
+}
+
 }  // namespace
 }  // namespace anxin::agent
