@@ -324,8 +324,8 @@ TEST(CliErrorsTest, UnknownCommandsAreNamedWithTheNearestOne) {
 // The demo names the node it plays, checks everything before printing, and
 // speaks JSON when asked.
 TEST(DemoCliTest, NamesTheNodeItPlays) {
-  auto r = RunAnxin(
-      {"demo", "--scenario", "h100-node", "--seconds", "1", "--interval", "0.5s", "--port", "0"});
+  auto r = RunAnxin({"demo", "--scenario", "h100-node", "--seconds", "1", "--interval", "0.5s",
+                     "--port", "0", "--stages", "devices,agent"});
   ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
   EXPECT_THAT(r.stdout_text, HasSubstr("== stage 1/"));
   EXPECT_THAT(r.stdout_text, HasSubstr(": a simulated node (sim, scenario h100-node"));
@@ -345,7 +345,8 @@ TEST(DemoCliTest, BadInputIsReportedBeforeAnythingIsPrinted) {
 }
 
 TEST(DemoCliTest, GlobalJsonGivesOneSummaryDocument) {
-  auto r = RunAnxin({"--json", "demo", "--seconds", "3", "--interval", "1s", "--port", "0"});
+  auto r = RunAnxin({"--json", "demo", "--seconds", "3", "--interval", "1s", "--port", "0",
+                     "--stages", "devices,agent"});
   ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
   nlohmann::json j = nlohmann::json::parse(r.stdout_text);
   EXPECT_EQ(j["node"], "sim, scenario demo (8 x Ascend910C)");
@@ -359,7 +360,8 @@ TEST(DemoCliTest, GlobalJsonGivesOneSummaryDocument) {
 }
 
 TEST(DemoCliTest, ShortDemoRunsAndSummarises) {
-  auto r = RunAnxin({"demo", "--seconds", "1", "--interval", "0.5s", "--port", "0"});
+  auto r = RunAnxin(
+      {"demo", "--seconds", "1", "--interval", "0.5s", "--port", "0", "--stages", "devices,agent"});
   ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
   EXPECT_THAT(r.stdout_text, HasSubstr("== stage 1/"));
   EXPECT_THAT(r.stdout_text, HasSubstr("NPU 3 anxin_device_temperature_celsius "));

@@ -5,10 +5,12 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <filesystem>
 #include <functional>
 #include <memory>
@@ -22,6 +24,7 @@
 #include "anxin/agent/agent.h"
 #include "anxin/base/clock.h"
 #include "anxin/base/config.h"
+#include "anxin/base/file.h"
 #include "anxin/base/http.h"
 #include "anxin/base/strings.h"
 #include "anxin/base/subprocess.h"
@@ -31,6 +34,9 @@
 #include "anxin/device/registry.h"
 #include "anxin/device/summary.h"
 #include "anxin/device/watch.h"
+#include "anxin/notify/alert.h"
+#include "anxin/notify/config.h"
+#include "anxin/notify/service.h"
 
 namespace anxin::cli {
 namespace {
@@ -40,8 +46,9 @@ struct Options {
   std::string interval = "0.5s";
   std::string scenario = "demo";
   bool no_color = false;
-  int port = agent::kDefaultPort;  // the agent's; taken -> any free one
-  std::string stay;                // keep the agent serving this long afterwards
+  int port = agent::kDefaultPort;   // the agent's; taken -> any free one
+  std::string stay;                 // keep the agent serving this long afterwards
+  std::vector<std::string> stages;  // only these, in the demo's order; empty = all
 };
 
 // A private directory for the demo's sockets, spools and checkpoints,
@@ -174,6 +181,96 @@ Status AgentStage(DemoContext& ctx) {
     for (const std::string& l : lines) std::printf("  %s\n", l.c_str());
   }
   for (std::string& l : lines) ctx.summary.push_back(std::move(l));
+  return Ok();
+}
+
+// Stage "notify": the alerts the node's state calls for now, posted to an
+// in-process `anxin notify` as Alertmanager posts them, stored in its spool
+// and delivered to a local sink (a JSON-lines file), read back here.
+Status NotifyStage(DemoContext& ctx) {
+  auto say = [&](const std::string& line) {
+    if (!ctx.json) std::printf("  %s\n", line.c_str());
+    ctx.summary.push_back(line);
+  };
+  HttpClient agent("127.0.0.1", ctx.agent->port(), {.timeout = std::chrono::seconds(5)});
+  ANXIN_ASSIGN_OR_RETURN(HttpResponse metrics, agent.Get("/metrics"));
+  const int64_t now = std::time(nullptr);
+  std::vector<notify::Alert> alerts;
+  auto add = [&](std::string name, std::string device, std::string severity, std::string summary,
+                 std::string description) {
+    notify::Alert a;
+    a.status = "firing";
+    a.labels = {{"alertname", std::move(name)},
+                {"node", "demo-node"},
+                {"device", device},
+                {"severity", std::move(severity)}};
+    a.annotations = {{"summary", std::move(summary)}, {"description", std::move(description)}};
+    a.starts_at = now;
+    a.fingerprint =
+        fmt::format("{:016x}", std::hash<std::string>{}(a.labels["alertname"] + device));
+    alerts.push_back(std::move(a));
+  };
+  for (int d = 0; d < 8; ++d) {
+    const std::string match = fmt::format("device=\"{}\"", d);
+    if (auto t = SeriesValue(metrics.body, "anxin_device_temperature_celsius", match);
+        t && *t >= 85) {
+      add("AnxinDeviceTemperatureHigh", std::to_string(d), "warning",
+          fmt::format("demo-node NPU {} at {:.0f} C", d, *t),
+          "At or above 85 C (the 910C throttles at 95 C).");
+    }
+    if (auto r = SeriesValue(metrics.body, "anxin_device_memory_used_ratio", match);
+        r && *r > 0.9) {
+      add("AnxinHbmUsageHigh", std::to_string(d), "warning",
+          fmt::format("HBM {:.1f}% used on demo-node NPU {}", *r * 100, d),
+          "More than 90% of HBM in use: the next allocation spike may fail.");
+    }
+  }
+  if (alerts.empty()) {
+    say("no device is over an alert line yet (a longer --seconds lets NPU 3 and NPU 5 get there);"
+        " nothing to send");
+    return Ok();
+  }
+  const std::string sink = ctx.work_dir + "/alerts.jsonl";
+  ANXIN_ASSIGN_OR_RETURN(notify::NotifyConfig config, notify::LocalSinkConfig({.file = sink}));
+  ANXIN_ASSIGN_OR_RETURN(
+      auto service,
+      notify::Service::Start(std::move(config), {.port = 0, .spool_dir = ctx.work_dir + "/spool"}));
+  const size_t count = alerts.size();
+  const std::string body = notify::EncodeWebhook(
+      {.receiver = "demo", .status = "firing", .alerts = std::move(alerts), .group_key = "demo"});
+  HttpClient client("127.0.0.1", service->port(), {.timeout = std::chrono::seconds(10)});
+  ANXIN_ASSIGN_OR_RETURN(HttpResponse r, client.Post("/webhook", body));
+  if (r.status != 200) {
+    return Internal(fmt::format("anxin notify answered HTTP {}: {}", r.status, r.body));
+  }
+  say(fmt::format("POST http://127.0.0.1:{}/webhook ({} alert(s), as Alertmanager sends them): {}",
+                  service->port(), count, std::string(Trim(r.body))));
+  // Delivery is asynchronous: the spool hands the message to the sink.
+  std::vector<std::string> lines;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(15);
+  while (std::chrono::steady_clock::now() < deadline && !ctx.stop.stop_requested()) {
+    auto text = ReadFile(sink);
+    if (text && !text->empty()) {
+      lines.clear();
+      for (std::string_view l : SplitLines(*text)) {
+        if (!l.empty()) lines.emplace_back(l);
+      }
+      if (!lines.empty()) break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  service->Stop();
+  if (lines.empty()) return Internal("the notification did not reach " + sink + " within 15 s");
+  for (const std::string& line : lines) {
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    if (!j.is_object() || !j.contains("alerts")) continue;
+    for (const auto& a : j["alerts"]) {
+      say(fmt::format("delivered to the sink: [{}] {} ({}): {}", j.value("status", std::string()),
+                      a["labels"].value("alertname", std::string()),
+                      a.value("starts_at_local", std::string()),
+                      a["annotations"].value("summary", std::string())));
+    }
+  }
   return Ok();
 }
 
@@ -346,6 +443,11 @@ const std::vector<DemoStage>& Stages() {
          return "the node's exporter: " + ctx.agent->url() + "/metrics, as Prometheus scrapes it";
        },
        AgentStage},
+      {"notify",
+       [](const DemoContext&) {
+         return std::string("an alert on its way to the on-call chat: anxin notify, spool, sink");
+       },
+       NotifyStage},
       {"run",
        [](const DemoContext&) {
          return std::string(
@@ -390,6 +492,16 @@ int Run(const Options& o, const GlobalOptions& g) {
     return ReportError(Error(ErrorCode::kInvalidArgument,
                              "--port: expected 0 to 65535, got " + std::to_string(o.port)));
   }
+  for (const std::string& name : o.stages) {
+    const auto& all = Stages();
+    if (std::none_of(all.begin(), all.end(),
+                     [&](const DemoStage& st) { return name == st.name; })) {
+      std::string known;
+      for (const DemoStage& st : all) known += (known.empty() ? "" : ", ") + std::string(st.name);
+      return ReportError(Error(ErrorCode::kInvalidArgument,
+                               "--stages: unknown stage '" + name + "' (known: " + known + ")"));
+    }
+  }
   const bool tty = isatty(STDOUT_FILENO) == 1 && !g.json;
   // Before the agent's threads start, so that they inherit the blocked
   // signals and Ctrl-C reaches the demo's stop token.
@@ -433,19 +545,26 @@ int Run(const Options& o, const GlobalOptions& g) {
                   .agent_socket = agent_options.socket_path,
                   .work_dir = (*work)->path(),
                   .summary = {}};
-  const auto& stages = Stages();
+  std::vector<const DemoStage*> stages;
+  for (const DemoStage& st : Stages()) {
+    if (o.stages.empty() ||
+        std::find(o.stages.begin(), o.stages.end(), st.name) != o.stages.end()) {
+      stages.push_back(&st);
+    }
+  }
   nlohmann::json stages_json = nlohmann::json::array();
   for (size_t i = 0; i < stages.size(); ++i) {
     if (ctx.stop.stop_requested()) break;
-    const std::string title = stages[i].title(ctx);
+    const DemoStage& stage = *stages[i];
+    const std::string title = stage.title(ctx);
     if (!tty && !ctx.json)
       std::printf("== stage %zu/%zu: %s\n\n", i + 1, stages.size(), title.c_str());
     std::fflush(stdout);
     ctx.summary.clear();
-    if (auto st = stages[i].run(ctx); !st) {
-      return ReportError(std::move(st).error().With(std::string("demo stage ") + stages[i].name));
+    if (auto st = stage.run(ctx); !st) {
+      return ReportError(std::move(st).error().With(std::string("demo stage ") + stage.name));
     }
-    stages_json.push_back({{"name", stages[i].name}, {"title", title}, {"changes", ctx.summary}});
+    stages_json.push_back({{"name", stage.name}, {"title", title}, {"changes", ctx.summary}});
   }
   const bool interrupted = ctx.stop.stop_requested();
   if (ctx.json) {
@@ -471,9 +590,9 @@ int Run(const Options& o, const GlobalOptions& g) {
     }
   }
   std::printf(
-      "\nDemo done. Next: `anxin devices --watch` shows a node live, "
-      "`anxin devices --scenario faults --at 75s` a node with one fault of every kind "
-      "(docs/devices.md).\n");
+      "\nDemo done. Next: `anxin demo --stay 10m` keeps the agent's live page up after the "
+      "stages; `anxin devices --watch` shows a node live; docs/demo.md says where each stage "
+      "comes from.\n");
   return kExitOk;
 }
 
@@ -486,6 +605,9 @@ CommandMain Setup(CLI::App& app) {
   app.add_flag("--no-color", o->no_color, "no ANSI colours (also: NO_COLOR set)");
   app.add_option("--port", o->port, "the demo agent's port (taken: any free one; 0: any free one)")
       ->capture_default_str();
+  app.add_option("--stages", o->stages,
+                 "run only these stages, e.g. devices,agent (default: all; see docs/demo.md)")
+      ->delimiter(',');
   app.add_option("--stay", o->stay,
                  "keep the agent and its page serving this long after the stages, e.g. 10m");
   return [o](const GlobalOptions& g) { return Run(*o, g); };
