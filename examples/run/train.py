@@ -18,6 +18,11 @@ K:ATTEMPT, attempt 0 by default):
   --hccl-error-at K   the last rank prints an HCCL error line and stops
   --corrupt-newest    before a fault fires, flip bytes in the newest checkpoint
 
+Each rank reports its steps, its all_reduce calls (timed by the hook on
+torch.distributed) and rank 0 its checkpoints through the job telemetry SDK
+(python/anxin_sdk, docs/sdk.md) when an agent listens on ANXIN_AGENT_SOCKET;
+without one, or without libanxin_sdk.so, those calls do nothing.
+
 Launch: anxin run --nproc-per-node 2 --checkpoint-dir /tmp/ck -- \
           python3 examples/run/train.py --ckpt-dir /tmp/ck --resume '{checkpoint}'
 """
@@ -30,6 +35,14 @@ import time
 
 import torch
 import torch.distributed as dist
+
+# The SDK's Python module from this checkout (python/anxin_sdk), or an
+# installed one; the trainer runs the same without it.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
+try:
+    import anxin_sdk
+except ImportError:
+    anxin_sdk = None
 
 
 def parse_fault(text):
@@ -71,6 +84,7 @@ def save_checkpoint(ckpt_dir, step, model, opt):
     write_atomic(os.path.join(iter_dir, "anxin-manifest.json"),
                  (json.dumps(manifest, indent=1) + "\n").encode())
     write_atomic(os.path.join(ckpt_dir, "latest_checkpointed_iteration.txt"), b"%d\n" % step)
+    return iter_dir
 
 
 def corrupt_newest(ckpt_dir):
@@ -105,6 +119,8 @@ def main():
     rank = int(os.environ["RANK"])
     world = int(os.environ["WORLD_SIZE"])
     dist.init_process_group("gloo", rank=rank, world_size=world)
+    if anxin_sdk is not None:
+        anxin_sdk.hook_torch_distributed()
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.Tanh(), torch.nn.Linear(32, 1))
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
@@ -146,6 +162,8 @@ def main():
                   "EI0006: Getting socket times out. Reason: 1. The remote does not initiate "
                   "a connect request.", flush=True)
             time.sleep(3600)
+        if anxin_sdk is not None:
+            anxin_sdk.step_begin(step)
         x = torch.randn(64, 16, generator=gen)
         y = torch.sin(x @ w_true).unsqueeze(1)
         loss = torch.nn.functional.mse_loss(model(x), y)
@@ -157,10 +175,14 @@ def main():
         opt.step()
         mean = loss.detach().clone()
         dist.all_reduce(mean, op=dist.ReduceOp.SUM)
+        if anxin_sdk is not None:
+            anxin_sdk.step_end(step)
         if rank == 0:
             print("step %d loss %.5f" % (step, mean.item() / world), flush=True)
             if a.ckpt_dir and step % a.ckpt_every == 0:
-                save_checkpoint(a.ckpt_dir, step, model, opt)
+                path = save_checkpoint(a.ckpt_dir, step, model, opt)
+                if anxin_sdk is not None:
+                    anxin_sdk.checkpoint_saved(step, path)
         if a.step_time > 0:
             time.sleep(a.step_time)
     dist.barrier()
