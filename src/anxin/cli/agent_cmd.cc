@@ -188,16 +188,17 @@ int Run(const Options& o, const GlobalOptions& g) {
   std::string doctor = c.doctor_interval_seconds > 0
                            ? "every " + fmt::format("{:g}s", c.doctor_interval_seconds)
                            : std::string("off");
-  std::fprintf(stderr,
-               "anxin agent: serving %s/metrics (%zu devices from %s, every %gs%s), SDK "
-               "socket %s, doctor checks %s%s\n",
-               (*a)->url().c_str(), (*a)->devices().devices().size(),
-               (*backend)->Describe().c_str(), c.interval_seconds,
-               c.compat == agent::Compat::kNone
-                   ? ""
-                   : (", compat " + std::string(agent::CompatName(c.compat))).c_str(),
-               socket.empty() ? "off" : socket.c_str(), doctor.c_str(),
-               web.users.empty() ? "" : ", basic auth on");
+  std::fprintf(
+      stderr,
+      "anxin agent: serving %s/metrics and the page %s/ (%zu devices from %s, every %gs%s), "
+      "SDK socket %s, doctor checks %s%s\n",
+      (*a)->url().c_str(), (*a)->url().c_str(), (*a)->devices().devices().size(),
+      (*backend)->Describe().c_str(), c.interval_seconds,
+      c.compat == agent::Compat::kNone
+          ? ""
+          : (", compat " + std::string(agent::CompatName(c.compat))).c_str(),
+      socket.empty() ? "off" : socket.c_str(), doctor.c_str(),
+      web.users.empty() ? "" : ", basic auth on");
   if (!o.port_file.empty()) std::ofstream(o.port_file) << (*a)->port() << "\n";
   WaitForStop(duration);
   (*a)->Stop();
