@@ -45,18 +45,6 @@ inline constexpr const char* kPromtool = "/usr/bin/promtool";
 inline constexpr const char* kPrometheus = "/usr/bin/prometheus";
 inline constexpr const char* kAlertmanager = "/usr/bin/prometheus-alertmanager";
 
-// The value of one series ("name{labels}") in a Prometheus text exposition.
-inline std::optional<double> Value(const std::string& text, const std::string& series) {
-  std::istringstream in(text);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.size() > series.size() && line.compare(0, series.size(), series) == 0 &&
-        line[series.size()] == ' ')
-      return std::stod(line.substr(series.size() + 1));
-  }
-  return std::nullopt;
-}
-
 // Polls done every 50 ms; false when it is still false after timeout.
 inline bool WaitFor(const std::function<bool()>& done,
                     std::chrono::milliseconds timeout = std::chrono::seconds(20)) {

@@ -14,22 +14,13 @@
 namespace anxin::agent {
 namespace {
 
+using ::anxin::testing::Value;
+
 using namespace std::chrono_literals;
 using device::DeviceInfo;
 using device::DeviceSample;
 using ::testing::HasSubstr;
 using ::testing::Not;
-
-std::optional<double> Value(const std::string& text, const std::string& series) {
-  std::istringstream in(text);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.size() > series.size() && line.compare(0, series.size(), series) == 0 &&
-        line[series.size()] == ' ')
-      return std::stod(line.substr(series.size() + 1));
-  }
-  return std::nullopt;
-}
 
 bool WaitFor(const std::function<bool()>& done) {
   const auto deadline = std::chrono::steady_clock::now() + 10s;

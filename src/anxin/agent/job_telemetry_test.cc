@@ -11,6 +11,8 @@
 namespace anxin::agent {
 namespace {
 
+using ::anxin::testing::Value;
+
 using namespace std::chrono_literals;
 using monitor::SdkCollectiveOp;
 using monitor::SdkDatagram;
@@ -20,17 +22,6 @@ using ::testing::Not;
 
 // The value of the series written exactly as `series` (name and labels), or
 // nullopt when the exposition has no such line.
-std::optional<double> Value(const std::string& text, const std::string& series) {
-  std::istringstream in(text);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.size() > series.size() && line.compare(0, series.size(), series) == 0 &&
-        line[series.size()] == ' ')
-      return std::stod(line.substr(series.size() + 1));
-  }
-  return std::nullopt;
-}
-
 SdkDatagram Datagram(std::string job, int rank, int world, std::vector<monitor::SdkEventBody> b) {
   SdkDatagram d;
   d.sender.pid = 100 + static_cast<uint32_t>(rank);

@@ -32,6 +32,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -128,9 +129,9 @@ class TempDir {
   // A recursive copy of `from` (symbolic links kept as links) at path()/name.
   std::string CopyTree(const std::string& from, std::string_view name) const {
     std::string to = *this / name;
-    std::filesystem::copy(from, to,
-                          std::filesystem::copy_options::recursive |
-                              std::filesystem::copy_options::copy_symlinks);
+    std::filesystem::copy(
+        from, to,
+        std::filesystem::copy_options::recursive | std::filesystem::copy_options::copy_symlinks);
     return to;
   }
 
@@ -184,6 +185,19 @@ inline CommandOutput RunAnxin(std::vector<std::string> args, RunAnxinOptions opt
 }
 
 #endif  // ANXIN_SOURCE_DIR && ANXIN_BINARY_DIR
+
+// The value of one series ("name{labels}" exactly as written) in a
+// Prometheus text exposition; nullopt when it is not there.
+inline std::optional<double> Value(const std::string& text, const std::string& series) {
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.size() > series.size() && line.compare(0, series.size(), series) == 0 &&
+        line[series.size()] == ' ')
+      return std::stod(line.substr(series.size() + 1));
+  }
+  return std::nullopt;
+}
 
 }  // namespace anxin::testing
 
