@@ -301,7 +301,8 @@
       kind.appendChild(el('span', { class: 'badge ' + ev.severity }, ev.kind));
       li.appendChild(kind);
       const detail = el('span', {}, ev.detail + ' ');
-      detail.appendChild(el('span', { class: 'source' }, ev.source === 'device' ? '(device)' : '(agent)'));
+      detail.appendChild(el('span', { class: 'source' },
+        ev.source === 'device' ? '(device)' : ev.source === 'job' ? '(anxin run)' : '(agent)'));
       li.appendChild(detail);
       list.insertBefore(li, list.firstChild);
     }

@@ -184,8 +184,18 @@ Status Agent::Start() {
     ro.registry = &registry_;
     ro.node = options_.node;
     JobTelemetry* jobs = jobs_.get();
+    History* history = history_.get();
+    Clock* clock = &clock_;
     auto r = monitor::SdkReceiver::Start(
-        ro, [jobs](const monitor::SdkDatagram& d, std::span<const uint8_t>) { jobs->Consume(d); });
+        ro, [jobs, history, clock](const monitor::SdkDatagram& d, std::span<const uint8_t>) {
+          jobs->Consume(d);
+          // A supervisor's finished recovery also goes on the page's timeline.
+          for (const monitor::SdkEvent& e : d.events) {
+            if (const auto* rec = std::get_if<monitor::SdkRecovery>(&e.body)) {
+              history->RecordRecovery(clock->Now(), d.sender.job, *rec);
+            }
+          }
+        });
     if (!r) {
       Stop();
       return std::unexpected(std::move(r).error().With("SDK socket " + options_.socket_path));

@@ -180,7 +180,9 @@ struct History::Event {
   std::string kind{};
   std::string severity{};
   std::string detail{};
-  std::string source{};  // "device": the backend's fault event; "agent": inferred
+  std::string source{};  // "device": the backend's fault event; "agent": inferred;
+                         // "job": the job's supervisor
+  std::string job{};     // the job, for source "job"
 };
 
 Result<std::unique_ptr<History>> History::Create(monitor::Registry& registry,
@@ -348,6 +350,20 @@ void History::RecordSnapshot(const device::Snapshot& snap) {
     }
   }
   Trim(snap.time);
+}
+
+void History::RecordRecovery(Clock::TimePoint time, std::string_view job,
+                             const monitor::SdkRecovery& r) {
+  if (r.recovery_ns == 0) return;
+  std::lock_guard lock(mu_);
+  const uint64_t seq = AddEvent(
+      time, -1, "recovered", "info",
+      fmt::format("{} fault: the job runs again, {:.2f} s after the fault (restart {})",
+                  r.fault_class, static_cast<double>(r.recovery_ns) * 1e-9, r.restarts_total),
+      "job");
+  for (Event& e : events_) {
+    if (e.seq == seq) e.job = Cut(std::string(job), kMaxDetailBytes);
+  }
 }
 
 void History::RecordFault(const FaultEvent& e) {
@@ -595,7 +611,9 @@ std::string History::EventsJson(uint64_t after) const {
         {"time", device::FormatTime(e.time)},
         {"unix", UnixSeconds(e.time)},
         {"device", e.device},
-        {"label", d != devices_.end() ? d->second->Label() : "device " + std::to_string(e.device)},
+        {"label", e.device < 0          ? "job " + e.job
+                  : d != devices_.end() ? d->second->Label()
+                                        : "device " + std::to_string(e.device)},
         {"kind", e.kind},
         {"severity", e.severity},
         {"detail", e.detail},

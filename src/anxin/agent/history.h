@@ -48,6 +48,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "anxin/agent/job_telemetry.h"
@@ -56,6 +57,7 @@
 #include "anxin/device/backend.h"
 #include "anxin/device/table.h"
 #include "anxin/monitor/metrics.h"
+#include "anxin/monitor/sdk_wire.h"
 
 namespace anxin::agent {
 
@@ -82,6 +84,11 @@ class History {
   void RecordSnapshot(const device::Snapshot& snap);
   void RecordJobs(Clock::TimePoint time, const std::vector<RankSummary>& ranks);
   void RecordFault(const device::FaultEvent& event);
+  // A job's supervisor (`anxin run`) reports a finished recovery: one
+  // timeline event for the job (device -1, label "job <id>", source "job").
+  // Records without a recovery time only update counters and are skipped.
+  void RecordRecovery(Clock::TimePoint time, std::string_view job,
+                      const monitor::SdkRecovery& recovery);
 
   // GET /api/v1/history: {"node", "source", "time", "interval_seconds",
   // "window_seconds", "points", "devices": [{"index", "label", "model",

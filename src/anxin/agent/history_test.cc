@@ -327,6 +327,29 @@ TEST(HistoryTest, JobsAndKernelsBeyondTheCapsAreCountedAndOldJobsAgeOut) {
   EXPECT_EQ(j["jobs"][0]["job"], "b");
 }
 
+// A supervisor's finished recovery is a timeline event of its job; a record
+// that only carries counters is not.
+TEST(HistoryTest, ARecoveryOfAJobIsAnEvent) {
+  monitor::Registry registry;
+  auto h = Make(registry);
+  h->RecordRecovery(kStart, "llm",
+                    {.restarts_total = 1, .incidents_total = 1, .fault_class = "hang"});
+  EXPECT_EQ(Parse(h->EventsJson(0))["events"].size(), 0u);
+  h->RecordRecovery(kStart + 1s, "llm",
+                    {.restarts_total = 2,
+                     .incidents_total = 1,
+                     .recovery_ns = 2'500'000'000,
+                     .fault_class = "network"});
+  auto events = Parse(h->EventsJson(0))["events"];
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0]["device"], -1);
+  EXPECT_EQ(events[0]["label"], "job llm");
+  EXPECT_EQ(events[0]["kind"], "recovered");
+  EXPECT_EQ(events[0]["source"], "job");
+  EXPECT_EQ(events[0]["detail"],
+            "network fault: the job runs again, 2.50 s after the fault (restart 2)");
+}
+
 TEST(HistoryTest, RefusesZeroSizes) {
   monitor::Registry registry;
   EXPECT_THAT(History::Create(registry, {.interval = 0s}), HasCode(ErrorCode::kInvalidArgument));
