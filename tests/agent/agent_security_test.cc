@@ -33,6 +33,7 @@ using ::anxin::testing::AnxinBinary;
 using ::anxin::testing::FreePort;
 using ::anxin::testing::IsOk;
 using ::anxin::testing::kPrometheus;
+using ::anxin::testing::MakeTestCertificates;
 using ::anxin::testing::PrometheusProcess;
 using ::anxin::testing::RunAnxin;
 using ::anxin::testing::TempDir;
@@ -43,31 +44,6 @@ using ::testing::StartsWith;
 
 constexpr const char* kCurl = "/usr/bin/curl";
 constexpr const char* kPassword = "correct horse battery staple";
-
-// openssl as an operator would run it: a CA, a certificate for 127.0.0.1,
-// and a client certificate for Prometheus.
-void MakePki(const TempDir& dir) {
-  const std::string d = dir.path();
-  dir.Write("server.ext", "subjectAltName=IP:127.0.0.1\n");
-  const std::vector<std::vector<std::string>> steps = {
-      {"openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
-       "-keyout", d + "/ca.key", "-out", d + "/ca.crt", "-days", "2", "-subj", "/CN=test CA"},
-      {"openssl", "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
-       "-keyout", d + "/server.key", "-out", d + "/server.csr", "-subj", "/CN=127.0.0.1"},
-      {"openssl", "x509", "-req", "-in", d + "/server.csr", "-CA", d + "/ca.crt", "-CAkey",
-       d + "/ca.key", "-CAcreateserial", "-out", d + "/server.crt", "-days", "2", "-extfile",
-       d + "/server.ext"},
-      {"openssl", "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
-       "-keyout", d + "/client.key", "-out", d + "/client.csr", "-subj", "/CN=prometheus"},
-      {"openssl", "x509", "-req", "-in", d + "/client.csr", "-CA", d + "/ca.crt", "-CAkey",
-       d + "/ca.key", "-CAcreateserial", "-out", d + "/client.crt", "-days", "2"},
-  };
-  for (const auto& argv : steps) {
-    auto out = RunCommand(argv, {.timeout = 60s});
-    ASSERT_THAT(out, IsOk());
-    ASSERT_EQ(out->exit_code, 0) << out->stderr_text;
-  }
-}
 
 // The bcrypt hash through the agent's own helper, as docs/agent.md shows.
 std::string Hash(const TempDir& dir) {
@@ -115,7 +91,7 @@ TEST(AgentSecurityTest, TlsAndBasicAuthWithCurlAndPrometheus) {
   ASSERT_TRUE(fs::exists(kCurl)) << kCurl << ": run scripts/install-deps";
   ASSERT_TRUE(fs::exists(kPrometheus)) << kPrometheus << ": run scripts/install-deps";
   TempDir dir;
-  ASSERT_NO_FATAL_FAILURE(MakePki(dir));
+  ASSERT_TRUE(MakeTestCertificates(dir));
   const std::string hash = Hash(dir);
   ASSERT_FALSE(hash.empty());
   // Paths relative to the web configuration file, as the toolkit reads them.
@@ -173,7 +149,7 @@ TEST(AgentSecurityTest, TlsAndBasicAuthWithCurlAndPrometheus) {
 TEST(AgentSecurityTest, MutualTlsNeedsAClientCertificate) {
   ASSERT_TRUE(fs::exists(kCurl)) << kCurl << ": run scripts/install-deps";
   TempDir dir;
-  ASSERT_NO_FATAL_FAILURE(MakePki(dir));
+  ASSERT_TRUE(MakeTestCertificates(dir));
   const std::string web = dir.Write("web.yml",
                                     "tls_server_config:\n"
                                     "  cert_file: server.crt\n"

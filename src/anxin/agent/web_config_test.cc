@@ -12,6 +12,7 @@ namespace {
 using namespace std::chrono_literals;
 using ::anxin::testing::HasCode;
 using ::anxin::testing::IsOk;
+using ::anxin::testing::MakeTestCertificates;
 using ::anxin::testing::TempDir;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
@@ -149,43 +150,9 @@ TEST(WebConfigTest, ErrorsNameTheirPlace) {
   EXPECT_THAT(LoadWebConfig(dir / "absent.yml"), HasCode(ErrorCode::kNotFound));
 }
 
-// A CA, a server certificate for 127.0.0.1 and a client certificate, made
-// with the openssl program as an operator would.
-struct Pki {
-  explicit Pki(const TempDir& dir) : dir(dir) {}
-  bool Make() {
-    auto run = [](std::vector<std::string> argv) {
-      auto out = RunCommand(argv, {.timeout = 60s});
-      if (!out || out->exit_code != 0) {
-        ADD_FAILURE() << argv[1] << ": " << (out ? out->stderr_text : out.error().ToString());
-        return false;
-      }
-      return true;
-    };
-    const std::string d = dir.path();
-    dir.Write("server.ext", "subjectAltName=IP:127.0.0.1\n");
-    return run({"openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
-                "-nodes", "-keyout", d + "/ca.key", "-out", d + "/ca.crt", "-days", "2", "-subj",
-                "/CN=anxin test CA"}) &&
-           run({"openssl", "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
-                "-keyout", d + "/server.key", "-out", d + "/server.csr", "-subj",
-                "/CN=127.0.0.1"}) &&
-           run({"openssl", "x509", "-req", "-in", d + "/server.csr", "-CA", d + "/ca.crt", "-CAkey",
-                d + "/ca.key", "-CAcreateserial", "-out", d + "/server.crt", "-days", "2",
-                "-extfile", d + "/server.ext"}) &&
-           run({"openssl", "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
-                "-keyout", d + "/client.key", "-out", d + "/client.csr", "-subj",
-                "/CN=prometheus"}) &&
-           run({"openssl", "x509", "-req", "-in", d + "/client.csr", "-CA", d + "/ca.crt", "-CAkey",
-                d + "/ca.key", "-CAcreateserial", "-out", d + "/client.crt", "-days", "2"});
-  }
-  const TempDir& dir;
-};
-
 TEST(WebConfigTest, HttpsServerWithAndWithoutClientCertificates) {
   TempDir dir;
-  Pki pki(dir);
-  ASSERT_TRUE(pki.Make());
+  ASSERT_TRUE(MakeTestCertificates(dir));
   HttpTlsOptions tls{.cert_file = dir / "server.crt", .key_file = dir / "server.key"};
   HttpServer server({.tls = tls});
   server.Get("/metrics", [](const HttpRequest&) { return HttpResponse::Text(200, "up 1\n"); });
@@ -226,8 +193,7 @@ TEST(WebConfigTest, HttpsServerWithAndWithoutClientCertificates) {
 
 TEST(WebConfigTest, BadCertificatesFailStartWithTheFileNamed) {
   TempDir dir;
-  Pki pki(dir);
-  ASSERT_TRUE(pki.Make());
+  ASSERT_TRUE(MakeTestCertificates(dir));
   HttpServer garbage({.tls = HttpTlsOptions{.cert_file = dir.Write("bad.crt", "not a cert\n"),
                                             .key_file = dir / "server.key"}});
   EXPECT_THAT(garbage.Start(),

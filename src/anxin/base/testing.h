@@ -186,6 +186,37 @@ inline CommandOutput RunAnxin(std::vector<std::string> args, RunAnxinOptions opt
 
 #endif  // ANXIN_SOURCE_DIR && ANXIN_BINARY_DIR
 
+// A test PKI made with the openssl program, as an operator would make one:
+// dir/ca.{crt,key} (a CA), dir/server.{crt,key} (for 127.0.0.1, signed by
+// the CA) and dir/client.{crt,key} (CN=prometheus, signed by the CA). Adds a
+// test failure naming the step and returns false when one fails.
+inline bool MakeTestCertificates(const TempDir& dir) {
+  const std::string d = dir.path();
+  dir.Write("server.ext", "subjectAltName=IP:127.0.0.1\n");
+  const std::vector<std::vector<std::string>> steps = {
+      {"openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+       "-keyout", d + "/ca.key", "-out", d + "/ca.crt", "-days", "2", "-subj", "/CN=anxin test CA"},
+      {"openssl", "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+       "-keyout", d + "/server.key", "-out", d + "/server.csr", "-subj", "/CN=127.0.0.1"},
+      {"openssl", "x509", "-req", "-in", d + "/server.csr", "-CA", d + "/ca.crt", "-CAkey",
+       d + "/ca.key", "-CAcreateserial", "-out", d + "/server.crt", "-days", "2", "-extfile",
+       d + "/server.ext"},
+      {"openssl", "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+       "-keyout", d + "/client.key", "-out", d + "/client.csr", "-subj", "/CN=prometheus"},
+      {"openssl", "x509", "-req", "-in", d + "/client.csr", "-CA", d + "/ca.crt", "-CAkey",
+       d + "/ca.key", "-CAcreateserial", "-out", d + "/client.crt", "-days", "2"},
+  };
+  for (const auto& argv : steps) {
+    auto out = RunCommand(argv, {.timeout = std::chrono::seconds(60)});
+    if (!out || out->exit_code != 0) {
+      ADD_FAILURE() << "openssl " << argv[1] << ": "
+                    << (out ? out->stderr_text : out.error().ToString());
+      return false;
+    }
+  }
+  return true;
+}
+
 // The value of one series ("name{labels}" exactly as written) in a
 // Prometheus text exposition; nullopt when it is not there.
 inline std::optional<double> Value(const std::string& text, const std::string& series) {
