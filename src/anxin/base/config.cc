@@ -270,27 +270,46 @@ Result<uint64_t> ParseBytes(std::string_view text) {
     if (auto exact = ParseScalar<uint64_t>(digits)) return *exact;
   }
   // One meaning everywhere (flags, configuration, ANXIN_ALLOC_CONF, scenario
-  // files): K, M, G, T and P are powers of 1024 with or without "B" or "iB",
-  // as PyTorch's *_mb settings, npu-smi and CANN's memory options mean them.
+  // files): KiB..PiB and the bare K, M, G, T, P are powers of 1024, as
+  // nccl-tests, PyTorch, npu-smi and CANN's memory options write them.
+  // kB..PB are refused: vendors print GiB-sized memory as "GB", while GB is
+  // 10^9 elsewhere; the message names both readings.
   constexpr double kKi = 1024.0;
   auto value = ParseWithUnits(text,
                               {{"b", 1},
                                {"k", kKi},
-                               {"kb", kKi},
                                {"kib", kKi},
                                {"m", kKi * kKi},
-                               {"mb", kKi * kKi},
                                {"mib", kKi * kKi},
                                {"g", kKi * kKi * kKi},
-                               {"gb", kKi * kKi * kKi},
                                {"gib", kKi * kKi * kKi},
                                {"t", kKi * kKi * kKi * kKi},
-                               {"tb", kKi * kKi * kKi * kKi},
                                {"tib", kKi * kKi * kKi * kKi},
                                {"p", kKi * kKi * kKi * kKi * kKi},
-                               {"pb", kKi * kKi * kKi * kKi * kKi},
                                {"pib", kKi * kKi * kKi * kKi * kKi}},
                               /*allow_compound=*/false);
+  if (!value) {
+    static constexpr struct {
+      std::string_view decimal, shown, binary;
+      double ki_factor, si_factor;
+    } kAmbiguous[] = {{"kb", "kB", "KiB", kKi, 1e3},
+                      {"mb", "MB", "MiB", kKi * kKi, 1e6},
+                      {"gb", "GB", "GiB", kKi * kKi * kKi, 1e9},
+                      {"tb", "TB", "TiB", kKi * kKi * kKi * kKi, 1e12},
+                      {"pb", "PB", "PiB", kKi * kKi * kKi * kKi * kKi, 1e15}};
+    const std::string lower = ToLower(Trim(text));
+    for (const auto& u : kAmbiguous) {
+      if (!lower.ends_with(u.decimal)) continue;
+      std::string_view number = Trim(std::string_view(Trim(text)).substr(0, lower.size() - 2));
+      auto n = ParseWithUnits(number, {}, /*allow_compound=*/false);
+      if (!n) break;
+      return InvalidArgument(fmt::format(
+          "size '{}' is ambiguous: write {}{} for {:.0f} bytes (powers of 1024, what a device "
+          "sold as \"{} {}\" has) or the byte count {:.0f} (powers of 1000)",
+          text, number, u.binary, std::nearbyint(*n * u.ki_factor), number, u.shown,
+          std::nearbyint(*n * u.si_factor)));
+    }
+  }
   if (!value) {
     return InvalidArgument(
         fmt::format("expected a size like 4096, 512MiB or 64GiB, got '{}'", text));

@@ -89,9 +89,9 @@ class ConfigNode {
   template <typename T>
   Result<T> GetInRange(std::string_view key, T lo, T hi, T default_value) const;
 
-  // A size in bytes: 1024, "64GiB", "512MiB", "2MB", "1.5GiB", "64 KiB".
-  // Units (case-insensitive): B; kB MB GB TB PB (powers of 1000); KiB MiB GiB
-  // TiB PiB (powers of 1024).
+  // A size in bytes: 1024, "64GiB", "512MiB", "2M", "1.5GiB", "64 KiB".
+  // Units (case-insensitive): B; KiB MiB GiB TiB PiB and the bare K M G T P
+  // (powers of 1024). kB MB GB TB PB are refused with a hint (ParseBytes).
   Result<uint64_t> AsBytes() const;
   // A duration in seconds: 3, 2.5, "250ms", "30s", "5m", "1h". Units: ns, us,
   // ms, s, m (or min), h, d. Negative durations are rejected.
@@ -127,6 +127,11 @@ class ConfigNode {
 // The parsers behind AsBytes and AsSeconds, for flags and environment
 // variables. Errors are kInvalidArgument messages without a position, e.g.
 // "expected a size like 512MiB or 64GiB, got '12XB'".
+//
+// Sizes have one meaning everywhere: KiB..PiB and the bare K..P are powers
+// of 1024. "80GB" is refused, naming both readings ("write 80GiB for
+// 85899345920 bytes, or 80000000000"): a device sold as 80 GB has 80 GiB,
+// while GB means 10^9 elsewhere, and a size must never be read as the other.
 Result<uint64_t> ParseBytes(std::string_view text);
 Result<double> ParseSeconds(std::string_view text);
 

@@ -196,13 +196,25 @@ TEST(ConfigTest, Bytes) {
   EXPECT_EQ(ParseBytes("1024").value(), 1024u);
   EXPECT_EQ(ParseBytes("64GiB").value(), 64ull << 30);
   EXPECT_EQ(ParseBytes("512MiB").value(), 512ull << 20);
-  // One meaning across anxin: K, M, G, T, P are powers of 1024 with or
-  // without "B" or "iB" (docs/configuration.md).
-  EXPECT_EQ(ParseBytes("2MB").value(), 2ull << 20);
+  // One meaning across anxin: KiB..PiB and the bare K, M, G, T, P are
+  // powers of 1024 (docs/configuration.md); kB..PB are refused naming both
+  // readings, never read as one of them.
   EXPECT_EQ(ParseBytes("2M").value(), 2ull << 20);
-  EXPECT_EQ(ParseBytes("3kB").value(), 3072u);
+  EXPECT_EQ(ParseBytes("3k").value(), 3072u);
   EXPECT_EQ(ParseBytes("256G").value(), 256ull << 30);
-  EXPECT_EQ(ParseBytes("1TB").value(), 1ull << 40);
+  EXPECT_EQ(ParseBytes("1T").value(), 1ull << 40);
+  EXPECT_EQ(ParseBytes("1TiB").value(), 1ull << 40);
+  EXPECT_THAT(ParseBytes("80GB"),
+              HasCode(ErrorCode::kInvalidArgument,
+                      "size '80GB' is ambiguous: write 80GiB for 85899345920 bytes (powers of "
+                      "1024, what a device sold as \"80 GB\" has) or the byte count 80000000000 "
+                      "(powers of 1000)"));
+  EXPECT_THAT(ParseBytes("2MB"),
+              HasCode(ErrorCode::kInvalidArgument, HasSubstr("2MiB for 2097152")));
+  EXPECT_THAT(ParseBytes("3kB"),
+              HasCode(ErrorCode::kInvalidArgument, HasSubstr("byte count 3000")));
+  EXPECT_THAT(ParseBytes("1.5 tb"), HasCode(ErrorCode::kInvalidArgument, HasSubstr("1.5TiB")));
+  EXPECT_THAT(ParseBytes("1PB"), HasCode(ErrorCode::kInvalidArgument, HasSubstr("1PiB")));
   EXPECT_EQ(ParseBytes("1.5GiB").value(), 3ull << 29);
   EXPECT_EQ(ParseBytes("64 kib").value(), 65536u);
   EXPECT_EQ(ParseBytes("7B").value(), 7u);

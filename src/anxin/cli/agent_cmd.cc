@@ -15,6 +15,7 @@
 #include "anxin/base/clock.h"
 #include "anxin/base/config.h"
 #include "anxin/cli/command.h"
+#include "anxin/cli/flag_checks.h"
 #include "anxin/cli/serve_wait.h"
 #include "anxin/cli/version.h"
 #include "anxin/device/registry.h"
@@ -217,7 +218,8 @@ CommandMain Setup(CLI::App& app) {
                  "config agent.listen)");
   app.add_option("--port", o->port,
                  "port only, overriding --listen's (0: any free one; see "
-                 "--port-file)");
+                 "--port-file)")
+      ->check(PortNumber());
   app.add_option("--port-file", o->port_file, "write the port here once listening");
   app.add_option("--interval", o->interval,
                  "device sample interval, e.g. 1s, 500ms (default 1s; config agent.interval)");
@@ -243,7 +245,8 @@ CommandMain Setup(CLI::App& app) {
                  "(default 10m; config agent.doctor_interval)");
   app.add_option("--doctor-root", o->doctor_root,
                  "host tree the checks read (default /; /host in a container; env "
-                 "ANXIN_DOCTOR_ROOT; config agent.doctor_root)");
+                 "ANXIN_DOCTOR_ROOT; config agent.doctor_root)")
+      ->check(ExistingDirectory());
   app.add_flag("--hash-password", o->hash_password,
                "print a bcrypt hash of the password read from stdin, for basic_auth_users, "
                "and exit");

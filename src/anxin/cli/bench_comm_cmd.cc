@@ -19,6 +19,7 @@
 #include "anxin/base/config.h"
 #include "anxin/base/file.h"
 #include "anxin/cli/command.h"
+#include "anxin/cli/flag_checks.h"
 #include "anxin/comm/compare.h"
 #include "anxin/comm/format.h"
 #include "anxin/comm/import.h"
@@ -317,26 +318,32 @@ CommandMain Setup(CLI::App& app) {
   app.add_option("-e,--maxbytes", o->max_bytes, "largest size; default 32M");
   app.add_option("-f,--stepfactor", o->step_factor, "multiply the size by this; default 2");
   app.add_option("-i,--stepbytes", o->step_bytes, "or add this many bytes (with -f 1)");
-  app.add_option("-n,--iters", b.iters, "timed iterations per size; default 20");
-  app.add_option("-w,--warmup_iters", b.warmup, "warm-up iterations per size; default 5");
+  app.add_option("-n,--iters", b.iters, "timed iterations per size; default 20")->check(AtLeast(1));
+  app.add_option("-w,--warmup_iters", b.warmup, "warm-up iterations per size; default 5")
+      ->check(AtLeast(0));
   app.add_option("-c,--check", b.check,
                  "verify every element of the result this many times per size (0: off); "
-                 "default 1");
+                 "default 1")
+      ->check(AtLeast(0));
   app.add_option("-d,--datatype", o->type,
                  "int8, uint8, int32, uint32, int64, uint64, float, double; default float");
   app.add_option("-o,--op", o->redop, "reduction: sum, prod, min or max; default sum");
-  app.add_option("-r,--root", b.root, "root rank of broadcast and reduce; default 0");
-  app.add_option("-g,--ngpus", o->gpus, "devices per rank (always 1: one device per rank)");
-  app.add_option("--np", o->np, "start mpirun with this many ranks");
+  app.add_option("-r,--root", b.root, "root rank of broadcast and reduce; default 0")
+      ->check(AtLeast(0));
+  app.add_option("-g,--ngpus", o->gpus, "devices per rank (always 1: one device per rank)")
+      ->check(AtLeast(1));
+  app.add_option("--np", o->np, "start mpirun with this many ranks")->check(AtLeast(1));
   app.add_option("--hosts", o->hosts, "hosts for mpirun -H, e.g. node1:8,node2:8");
   app.add_option("--mpirun-arg", o->mpirun_args,
                  "one more argument for mpirun (repeat), e.g. --mpirun-arg=--mca "
                  "--mpirun-arg=btl_tcp_if_include --mpirun-arg=eth0");
   app.add_option("--timeout", o->timeout_s,
-                 "stop mpirun after this many seconds (default 600 + twice --duration)");
+                 "stop mpirun after this many seconds (default 600 + twice --duration)")
+      ->check(Above(0));
   app.add_option("--op-timeout", b.op_timeout_s,
                  "a collective that takes longer than this (s) ends the run as stuck; "
-                 "default 120");
+                 "default 120")
+      ->check(Above(0));
   app.add_option("--algo", b.algo,
                  "algorithm for the run: Open MPI's tuned names (ring, recursive_doubling, ...), "
                  "NCCL_ALGO or HCCL_ALGO values");
@@ -346,12 +353,14 @@ CommandMain Setup(CLI::App& app) {
   app.add_flag("--matrix", b.matrix,
                "pairwise point-to-point bandwidth and latency between every pair of ranks");
   app.add_option("--matrix-bytes", o->matrix_bytes, "message size of the matrix; default 4M");
-  app.add_option("--matrix-iters", b.matrix_iters, "messages per pair and direction; default 20");
+  app.add_option("--matrix-iters", b.matrix_iters, "messages per pair and direction; default 20")
+      ->check(AtLeast(1));
   app.add_option("--duration", o->duration,
                  "soak: repeat the sweep for this long (30s, 10m, 2h) and report drift");
   app.add_option("--slow-us", b.skew_options.min_late_us,
                  "name a rank slow when its median lateness is at least this (us); "
-                 "default 100");
+                 "default 100")
+      ->check(AtLeast(0));
   app.add_flag("--progress", o->progress, "soak progress on stderr (default: when a terminal)");
   app.add_flag("--no-progress", o->no_progress, "no progress lines");
   app.add_option("--save", o->save, "also write the result as JSON to this file");
@@ -362,8 +371,10 @@ CommandMain Setup(CLI::App& app) {
   o->import_cmd->add_option("FILE", o->import_file, "the saved output")->required();
   o->import_cmd->add_option("--op", o->import_op,
                             "the collective, when the output does not name it");
-  o->import_cmd->add_option("--ranks", o->import_ranks,
-                            "rank count (hccl_test prints none; needed for its busbw)");
+  o->import_cmd
+      ->add_option("--ranks", o->import_ranks,
+                   "rank count (hccl_test prints none; needed for its busbw)")
+      ->check(AtLeast(1));
   o->import_cmd->add_option("--type", o->import_type,
                             "hccl_test's -d type (default float), for the element count");
   o->import_cmd->add_option("--save", o->save, "also write the JSON to this file");
@@ -372,8 +383,10 @@ CommandMain Setup(CLI::App& app) {
   o->compare_cmd->add_option("A", o->file_a, "before: anxin JSON, nccl-tests or hccl_test output")
       ->required();
   o->compare_cmd->add_option("B", o->file_b, "after, of the same kinds")->required();
-  o->compare_cmd->add_option("--max-regression", o->max_regression,
-                             "exit 1 when the bandwidth of any size drops more than this (%)");
+  o->compare_cmd
+      ->add_option("--max-regression", o->max_regression,
+                   "exit 1 when the bandwidth of any size drops more than this (%)")
+      ->check(InRange(0, 100));
 
   return [o](const GlobalOptions& g) -> int {
     if (o->import_cmd->parsed()) return RunImport(*o, g);

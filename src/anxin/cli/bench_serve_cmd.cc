@@ -18,8 +18,10 @@
 #include "anxin/base/file.h"
 #include "anxin/base/strings.h"
 #include "anxin/cli/command.h"
+#include "anxin/cli/flag_checks.h"
 #include "anxin/serve/loadgen/bench.h"
 #include "anxin/serve/loadgen/dataset.h"
+#include "anxin/serve/loadgen/report.h"
 
 namespace anxin::cli {
 namespace {
@@ -248,6 +250,10 @@ int Run(const Opts& o, const GlobalOptions& g) {
     std::fputs(lg::SweepText(result->points, *plan.sweep, plan.slo, plan.attainment_target).c_str(),
                stdout);
   } else {
+    const std::string api_path = lg::DefaultPath(load.request);
+    const std::string headline = lg::AllFailedHeadline(
+        first, load.target.path.empty() ? api_path : load.target.path, api_path);
+    if (!headline.empty()) std::printf("%s\n", headline.c_str());
     std::printf("%s (%s) at %s\n", o.url.c_str(), std::string(lg::ApiName(*api)).c_str(),
                 load.arrivals.ToString().c_str());
     std::fputs(lg::SummaryText(first, result->points.front().loop).c_str(), stdout);
@@ -283,16 +289,18 @@ CommandMain Setup(CLI::App& app) {
                  "Hugging Face tokenizer.json to count tokens when the server sends no usage");
   app.add_option("-n,--num-requests", o->requests, "requests per run (per sweep point)")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(AtLeast(1));
   app.add_option("-c,--concurrency", o->concurrency,
-                 "requests in flight (closed loop; default 1); with --rate, the cap");
+                 "requests in flight (closed loop; default 1); with --rate, the cap")
+      ->check(AtLeast(1));
   app.add_option("--rate", o->rate, "open loop: requests per second (or inf)");
   CLI::Option* arrival =
       app.add_option("--arrival", o->arrival, "open-loop process: poisson, gamma or constant")
           ->capture_default_str();
   CLI::Option* burstiness = app.add_option("--burstiness", o->burstiness,
                                            "gamma shape: < 1 burstier than Poisson, > 1 more even")
-                                ->capture_default_str();
+                                ->capture_default_str()
+                                ->check(Above(0));
   app.add_option("--duration", o->duration, "stop sending new requests after this long, e.g. 60s");
   app.add_option("--timeout", o->timeout, "per-request deadline from sending")
       ->capture_default_str();
@@ -301,12 +309,15 @@ CommandMain Setup(CLI::App& app) {
   app.add_option("--slo", o->slo, "per-request objectives, e.g. ttft=500ms,tpot=50ms,e2e=10s");
   app.add_option("--slo-attainment", o->attainment,
                  "share of requests that must meet the SLOs for a load to pass")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(Share());
   app.add_option("--sweep", o->sweep,
                  "run at several loads and name the best: concurrency=1,2,4,8 or rate=1,2,4");
   app.add_option("--csv", o->csv, "write one row per request");
   app.add_option("--svg", o->svg, "write a chart of latency against load");
-  app.add_option("--seed", o->seed, "seed for prompts and arrivals")->capture_default_str();
+  app.add_option("--seed", o->seed, "seed for prompts and arrivals")
+      ->capture_default_str()
+      ->check(AtLeast(0));
   app.add_option("-H,--header", o->headers, "extra request header 'Name: value' (repeatable)");
   app.add_option("--extra-body", o->extra_body,
                  "JSON object merged into each request body, e.g. '{\"temperature\":0}'");

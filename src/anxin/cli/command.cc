@@ -1,10 +1,12 @@
 #include "anxin/cli/command.h"
 
 #include <algorithm>
-#include <string>
-#include <vector>
 #include <cstdio>
 #include <map>
+#include <string>
+#include <vector>
+
+#include "anxin/cli/version.h"
 
 namespace anxin::cli {
 namespace {
@@ -30,6 +32,52 @@ std::vector<CommandSpec> RegisteredCommands() {
   std::vector<CommandSpec> out;
   for (const auto& [name, spec] : Registry()) out.push_back(spec);
   return out;
+}
+
+Status BuildApp(CLI::App& app, ParsedCommandLine* parsed) {
+  app.set_version_flag("--version", std::string("anxin ") + kVersion);
+  app.require_subcommand(1);
+  app.fallthrough();
+  app.add_option("--config", parsed->global.config_path,
+                 "global configuration file (YAML, docs/configuration.md); env ANXIN_CONFIG");
+  app.add_option("--log-level", parsed->level_flag,
+                 "trace, debug, info, warn, error or off (default info); env ANXIN_LOG_LEVEL");
+  app.add_option("--log-format", parsed->format_flag,
+                 "text or json (default text); env ANXIN_LOG_FORMAT");
+  app.add_flag("--json", parsed->global.json, "machine-readable JSON on stdout");
+
+  std::map<std::string, CLI::App*> apps;
+  const std::vector<CommandSpec> specs = RegisteredCommands();
+  for (const auto& spec : specs) {
+    // A group none of whose commands is built in is left out.
+    if (!spec.setup && std::none_of(specs.begin(), specs.end(), [&](const CommandSpec& m) {
+          return m.name.starts_with(spec.name + " ");
+        })) {
+      continue;
+    }
+    // "bench comm": the command "comm" inside the group "bench", which sorts
+    // (and so is added) before its members.
+    CLI::App* parent = &app;
+    std::string leaf = spec.name;
+    if (auto space = spec.name.rfind(' '); space != std::string::npos) {
+      auto it = apps.find(spec.name.substr(0, space));
+      if (it == apps.end()) {
+        return MakeError(ErrorCode::kInternal,
+                         "internal: command '" + spec.name + "' has no group");
+      }
+      parent = it->second;
+      leaf = spec.name.substr(space + 1);
+    }
+    CLI::App* sub = parent->add_subcommand(leaf, spec.summary);
+    apps[spec.name] = sub;
+    if (!spec.setup) {
+      sub->require_subcommand(1);
+      continue;
+    }
+    CommandMain run = spec.setup(*sub);
+    sub->callback([parsed, run] { parsed->chosen = run; });
+  }
+  return Ok();
 }
 
 int ReportError(const Error& error) {
@@ -77,7 +125,8 @@ const CLI::Option* FindOption(const CLI::App* app, const std::string& token) {
 
 }  // namespace
 
-int ReportParseError(CLI::App& app, const CLI::ParseError& e, const std::vector<std::string>& args) {
+int ReportParseError(CLI::App& app, const CLI::ParseError& e,
+                     const std::vector<std::string>& args) {
   if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
   // Walk the command words to find the first one that names no command.
   CLI::App* current = &app;

@@ -43,10 +43,10 @@ namespace anxin::cli {
 
 // Options every subcommand understands; set before the command runs.
 struct GlobalOptions {
-  std::string config_path;   // --config FILE (or ANXIN_CONFIG)
-  std::string log_level;     // --log-level
-  std::string log_format;    // --log-format text|json
-  bool json = false;         // --json: machine-readable output on stdout
+  std::string config_path;  // --config FILE (or ANXIN_CONFIG)
+  std::string log_level;    // --log-level
+  std::string log_format;   // --log-format text|json
+  bool json = false;        // --json: machine-readable output on stdout
   // The merged global configuration (file < ANXIN_* environment < flags;
   // docs/configuration.md). log_level and log_format above hold the same
   // values as config.log.
@@ -73,6 +73,20 @@ bool RegisterCommandGroup(std::string name, std::string summary);
 // before its members).
 std::vector<CommandSpec> RegisteredCommands();
 
+// What parsing the command line fills in (BuildApp).
+struct ParsedCommandLine {
+  GlobalOptions global;
+  std::string level_flag;   // --log-level as given
+  std::string format_flag;  // --log-format as given
+  CommandMain chosen;       // the command the arguments selected
+};
+
+// Builds the whole `anxin` program's CLI11 app into app (global flags and every
+// registered command) without running anything; parsing fills *parsed, whose
+// address must stay valid while app is used. The sweep of every numeric flag
+// (tests/cli/flag_sweep_test.cc) walks the app this builds.
+[[nodiscard]] Status BuildApp(CLI::App& app, ParsedCommandLine* parsed);
+
 // Prints "error: <description>" to stderr and returns the exit code for it.
 int ReportError(const Error& error);
 
@@ -90,16 +104,16 @@ std::string NearestName(const std::string& word, const std::vector<std::string>&
 
 }  // namespace anxin::cli
 
-#define ANXIN_REGISTER_COMMAND(name, summary, setup)                         \
-  [[maybe_unused]] const bool anxin_registered_command_##name =              \
+#define ANXIN_REGISTER_COMMAND(name, summary, setup)            \
+  [[maybe_unused]] const bool anxin_registered_command_##name = \
       ::anxin::cli::RegisterCommand({#name, summary, setup})
 
-#define ANXIN_REGISTER_COMMAND_GROUP(name, summary)            \
+#define ANXIN_REGISTER_COMMAND_GROUP(name, summary)           \
   [[maybe_unused]] const bool anxin_registered_group_##name = \
       ::anxin::cli::RegisterCommandGroup(#name, summary)
 
-#define ANXIN_REGISTER_SUBCOMMAND(group, name, summary, setup)               \
-  [[maybe_unused]] const bool anxin_registered_command_##group##_##name =    \
+#define ANXIN_REGISTER_SUBCOMMAND(group, name, summary, setup)            \
+  [[maybe_unused]] const bool anxin_registered_command_##group##_##name = \
       ::anxin::cli::RegisterCommand({#group " " #name, summary, setup})
 
 #endif  // ANXIN_CLI_COMMAND_H_

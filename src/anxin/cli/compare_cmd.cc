@@ -15,6 +15,7 @@
 
 #include "anxin/base/file.h"
 #include "anxin/cli/command.h"
+#include "anxin/cli/flag_checks.h"
 #include "anxin/compare/compare.h"
 #include "anxin/compare/report.h"
 
@@ -207,7 +208,8 @@ void AddCommon(CLI::App& app, Opts& o) {
   app.add_option("--void-as", o.void_as,
                  "read raw <V2/|V1 .npy elements as this dtype (bfloat16, float16, "
                  "float8_e4m3fn, float8_e5m2) when no sidecar says");
-  app.add_option("--threads", o.threads, "worker threads (default: all hardware threads)");
+  app.add_option("--threads", o.threads, "worker threads (default: all hardware threads)")
+      ->check(AtLeast(0));
   app.add_flag("--progress", o.progress,
                "show progress on stderr every half second (default: when stderr is a terminal)");
   app.add_flag("--no-progress", o.no_progress, "never show progress");
@@ -223,10 +225,12 @@ CommandMain Setup(CLI::App& app) {
   app.add_option("--map", o->map_file, "YAML file 'out name: ref name' for renamed layers");
   app.add_option("--csv", o->csv, "also write every pair as CSV to this file");
   app.add_option("--html", o->html, "also write a self-contained HTML report to this file");
-  app.add_option("--top", o->top, "rows in the terminal table, worst first (0: all)");
+  app.add_option("--top", o->top, "rows in the terminal table, worst first (0: all)")
+      ->check(AtLeast(0));
   app.add_option("--html-rows", o->html_rows,
                  "rows in the HTML table at most, the worst in execution order (0: all; "
-                 "default 5000)");
+                 "default 5000)")
+      ->check(AtLeast(0));
   AddCommon(app, *o);
   o->ref_cmd = app.add_subcommand("ref", "compare one output tensor file with a reference");
   o->ref_cmd

@@ -29,6 +29,7 @@
 #include "anxin/base/strings.h"
 #include "anxin/base/subprocess.h"
 #include "anxin/cli/command.h"
+#include "anxin/cli/flag_checks.h"
 #include "anxin/cli/version.h"
 #include "anxin/device/live_view.h"
 #include "anxin/device/registry.h"
@@ -604,7 +605,8 @@ CommandMain Setup(CLI::App& app) {
       ->capture_default_str();
   app.add_flag("--no-color", o->no_color, "no ANSI colours (also: NO_COLOR set)");
   app.add_option("--port", o->port, "the demo agent's port (taken: any free one; 0: any free one)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(PortNumber());
   app.add_option("--stages", o->stages,
                  "run only these stages, e.g. devices,agent (default: all; see docs/demo.md)")
       ->delimiter(',');

@@ -11,6 +11,7 @@
 #include "anxin/base/clock.h"
 #include "anxin/base/config.h"
 #include "anxin/cli/command.h"
+#include "anxin/cli/flag_checks.h"
 #include "anxin/device/live_view.h"
 #include "anxin/device/registry.h"
 #include "anxin/device/table.h"
@@ -121,7 +122,8 @@ CommandMain Setup(CLI::App& app) {
             return "";
           },
           "FRAMES"))
-      ->needs(watch);
+      ->needs(watch)
+      ->check(AtLeast(0));
   app.add_option("--at", o->at,
                  "sim: show the scenario as it is this far in (e.g. 65s), on a virtual clock; "
                  "--watch then steps through it without waiting");

@@ -5,6 +5,7 @@
 
 #include "anxin/base/file.h"
 #include "anxin/cli/command.h"
+#include "anxin/cli/flag_checks.h"
 #include "anxin/doctor/facts.h"
 #include "anxin/doctor/fix.h"
 #include "anxin/doctor/multi_host.h"
@@ -127,7 +128,7 @@ CommandMain Setup(CLI::App& app) {
                  "KEY=VALUE file with the job's environment, for a preflight before launch "
                  "(used when no running rank holds an accelerator)");
   app.add_option("--nodes", o->nodes, "number of nodes in the job (for comm.algo)")
-      ->check(CLI::Range(1, 1000000));
+      ->check(InRange(1, 1000000));
   app.add_flag("--verbose,-v", o->verbose, "show the evidence of passing checks too");
   app.add_flag(
       "--fix", o->fix,
@@ -139,7 +140,7 @@ CommandMain Setup(CLI::App& app) {
                "stop irqbalance (under --root when given)");
   app.add_option("--tool-timeout", o->tool_timeout,
                  "seconds for each mlnx_qos/hccn_tool/npu-smi run")
-      ->check(CLI::Range(0.1, 600.0));
+      ->check(InRange(0.1, 600));
   app.add_option("--hosts", o->hosts_file,
                  "run on every host of FILE ([user@]host[:port] per line) over ssh and print a "
                  "check x host matrix with drift marked");
@@ -148,9 +149,9 @@ CommandMain Setup(CLI::App& app) {
                  "with --hosts: extra ssh -o Key=Value (repeatable)");
   app.add_option("--remote-anxin", o->remote_anxin, "with --hosts: the anxin program on the hosts");
   app.add_option("--timeout", o->host_timeout, "with --hosts: seconds per host (default 30)")
-      ->check(CLI::Range(1.0, 3600.0));
+      ->check(InRange(1, 3600));
   app.add_option("--parallel", o->parallel, "with --hosts: hosts at once (default 16)")
-      ->check(CLI::Range(1, 1024));
+      ->check(InRange(1, 1024));
   return [o, root_flag](const GlobalOptions& g) -> int {
     if (root_flag->count() == 0) {
       if (const char* env = std::getenv("ANXIN_DOCTOR_ROOT"); env != nullptr && *env != '\0') {

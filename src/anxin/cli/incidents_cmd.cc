@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "anxin/cli/command.h"
+#include "anxin/cli/flag_checks.h"
 #include "anxin/run/journal.h"
 
 namespace anxin::cli {
@@ -19,14 +20,26 @@ struct Options {
 
 int Run(const Options& o, const GlobalOptions& g) {
   std::string dir = o.state_dir;
+  std::string origin = "--state-dir";
   if (dir.empty()) {
     if (auto section = FindSection(g.config, "run")) {
       auto s = section->Get<std::string>("state_dir", "");
       if (!s) return ReportError(s.error());
       dir = *s;
+      origin = "run.state_dir";
     }
   }
-  if (dir.empty()) dir = ".anxin/run";
+  if (dir.empty()) {
+    dir = ".anxin/run";
+    origin = "the default state directory";
+  }
+  // A mistyped directory must not read as a clean history.
+  if (auto s = RequireDirectory(dir, origin); !s) {
+    return ReportError(
+        Error(s.error().code(), s.error().message() +
+                                    ": give the directory anxin run kept its journal in (its "
+                                    "--state-dir)"));
+  }
   auto incidents = run::ReadIncidents(dir);
   if (!incidents) return ReportError(incidents.error());
   if (o.json || g.json) {

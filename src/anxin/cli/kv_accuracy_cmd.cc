@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "anxin/cli/command.h"
+#include "anxin/cli/flag_checks.h"
 #include "anxin/serve/kv_accuracy.h"
 
 namespace anxin::cli {
@@ -120,14 +121,27 @@ CommandMain Setup(CLI::App& app) {
                  "td, thd (tokens, heads, dim), htd, bhtd (Hugging Face [1, heads, tokens, dim]); "
                  "default: by rank");
   app.add_option("--format", o->formats, "KV formats, comma-separated")->capture_default_str();
-  app.add_option("--block-size", o->block, "tokens per KV block")->capture_default_str();
-  app.add_option("--query-count", o->queries, "queries when none are given")->capture_default_str();
-  app.add_option("--tokens", o->tokens, "synthetic: tokens")->capture_default_str();
-  app.add_option("--kv-heads", o->kv_heads, "synthetic: KV heads")->capture_default_str();
-  app.add_option("--head-dim", o->head_dim, "synthetic: head dimension")->capture_default_str();
-  app.add_option("--seed", o->seed, "synthetic: random seed")->capture_default_str();
+  app.add_option("--block-size", o->block, "tokens per KV block")
+      ->capture_default_str()
+      ->check(AtLeast(1));
+  app.add_option("--query-count", o->queries, "queries when none are given")
+      ->capture_default_str()
+      ->check(AtLeast(1));
+  app.add_option("--tokens", o->tokens, "synthetic: tokens")
+      ->capture_default_str()
+      ->check(AtLeast(1));
+  app.add_option("--kv-heads", o->kv_heads, "synthetic: KV heads")
+      ->capture_default_str()
+      ->check(AtLeast(1));
+  app.add_option("--head-dim", o->head_dim, "synthetic: head dimension")
+      ->capture_default_str()
+      ->check(AtLeast(16));
+  app.add_option("--seed", o->seed, "synthetic: random seed")
+      ->capture_default_str()
+      ->check(AtLeast(0));
   app.add_option("--min-cosine", o->min_cosine,
-                 "exit 1 when any format's attention cosine is below this");
+                 "exit 1 when any format's attention cosine is below this")
+      ->check(InRange(-1, 1));
   return [o](const GlobalOptions& g) { return Run(*o, g); };
 }
 

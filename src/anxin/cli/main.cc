@@ -60,52 +60,13 @@ anxin::Result<anxin::GlobalConfig> ResolveConfig(const CLI::App& app,
 int main(int argc, char** argv) {
   using namespace anxin::cli;
   CLI::App app("anxin (安心): operations toolkit for accelerator clusters", "anxin");
-  app.set_version_flag("--version", std::string("anxin ") + kVersion);
-  app.require_subcommand(1);
-  app.fallthrough();
-
-  GlobalOptions global;
-  std::string level_flag;
-  std::string format_flag;
-  app.add_option("--config", global.config_path,
-                 "global configuration file (YAML, docs/configuration.md); env ANXIN_CONFIG");
-  app.add_option("--log-level", level_flag,
-                 "trace, debug, info, warn, error or off (default info); env ANXIN_LOG_LEVEL");
-  app.add_option("--log-format", format_flag, "text or json (default text); env ANXIN_LOG_FORMAT");
-  app.add_flag("--json", global.json, "machine-readable JSON on stdout");
-
-  CommandMain chosen;
-  std::map<std::string, CLI::App*> apps;
-  const std::vector<CommandSpec> specs = RegisteredCommands();
-  for (const auto& spec : specs) {
-    // A group none of whose commands is built in is left out.
-    if (!spec.setup && std::none_of(specs.begin(), specs.end(), [&](const CommandSpec& m) {
-          return m.name.starts_with(spec.name + " ");
-        })) {
-      continue;
-    }
-    // "bench comm": the command "comm" inside the group "bench", which sorts
-    // (and so is added) before its members.
-    CLI::App* parent = &app;
-    std::string leaf = spec.name;
-    if (auto space = spec.name.rfind(' '); space != std::string::npos) {
-      auto it = apps.find(spec.name.substr(0, space));
-      if (it == apps.end()) {
-        std::fprintf(stderr, "error: internal: command '%s' has no group\n", spec.name.c_str());
-        return kExitUsage;
-      }
-      parent = it->second;
-      leaf = spec.name.substr(space + 1);
-    }
-    CLI::App* sub = parent->add_subcommand(leaf, spec.summary);
-    apps[spec.name] = sub;
-    if (!spec.setup) {
-      sub->require_subcommand(1);
-      continue;
-    }
-    CommandMain run = spec.setup(*sub);
-    sub->callback([&chosen, run] { chosen = run; });
+  ParsedCommandLine parsed;
+  if (auto built = BuildApp(app, &parsed); !built) {
+    std::fprintf(stderr, "error: %s\n", built.error().Describe().c_str());
+    return kExitUsage;
   }
+  GlobalOptions& global = parsed.global;
+  const CommandMain& chosen = parsed.chosen;
 
   try {
     app.parse(argc, argv);
@@ -117,7 +78,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> backends;
   for (const auto& b : anxin::device::RegisteredBackends()) backends.push_back(b.name);
   anxin::SetDeviceBackendNames(std::move(backends));
-  auto config = ResolveConfig(app, global.config_path, level_flag, format_flag);
+  auto config = ResolveConfig(app, global.config_path, parsed.level_flag, parsed.format_flag);
   if (!config) return ReportError(config.error());
   global.config = *std::move(config);
   global.config_path = global.config.source;

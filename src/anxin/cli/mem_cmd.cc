@@ -10,6 +10,7 @@
 
 #include "anxin/base/config.h"
 #include "anxin/cli/command.h"
+#include "anxin/cli/flag_checks.h"
 #include "anxin/mem/alloc_config.h"
 #include "anxin/mem/plan.h"
 #include "anxin/mem/plot.h"
@@ -118,11 +119,14 @@ CommandMain Setup(CLI::App& app) {
   replay->add_option("--conf", r->conf,
                      "anxin's knobs as in ANXIN_ALLOC_CONF, e.g. "
                      "pool_size:0.85,block_size:2MiB,fragment_threshold:0.02");
-  replay->add_option("--capacity", r->capacity,
-                     "device memory for OOM counting, e.g. 80GiB (default: unlimited); "
-                     "exit status 1 when anxin's replay hits an OOM");
+  replay
+      ->add_option("--capacity", r->capacity,
+                   "device memory for OOM counting, e.g. 80GiB (default: unlimited); "
+                   "exit status 1 when anxin's replay hits an OOM")
+      ->check(Bytes(1));
   replay->add_option("--svg", r->svg, "write a plot of allocated vs reserved over time");
-  replay->add_option("--device", r->device, "device trace to use (default: the longest)");
+  replay->add_option("--device", r->device, "device trace to use (default: the longest)")
+      ->check(AtLeast(0));
   replay->add_option("--export-jsonl", r->export_jsonl, "also write the trace as anxin JSONL");
   replay->add_flag("--no-model", r->no_model, "skip the PyTorch allocator model");
   replay
@@ -131,29 +135,39 @@ CommandMain Setup(CLI::App& app) {
                    "real device")
       ->check(CLI::IsMember({"sim", "cuda", "acl"}))
       ->capture_default_str();
-  replay->add_option("--provider-device", r->provider_device, "device index for cuda / acl");
+  replay->add_option("--provider-device", r->provider_device, "device index for cuda / acl")
+      ->check(AtLeast(0));
 
   auto p = std::make_shared<PlanOpts>();
   CLI::App* plan = app.add_subcommand(
       "plan", "recommend pool size, block size, threshold and embedding shards for a model");
   mem::ModelShape& s = p->shape;
-  plan->add_option("--layers", s.layers, "transformer layers")->capture_default_str();
-  plan->add_option("--hidden", s.hidden, "hidden size")->capture_default_str();
-  plan->add_option("--heads", s.heads, "attention heads")->capture_default_str();
-  plan->add_option("--vocab", s.vocab, "vocabulary size")->capture_default_str();
+  plan->add_option("--layers", s.layers, "transformer layers")
+      ->capture_default_str()
+      ->check(AtLeast(1));
+  plan->add_option("--hidden", s.hidden, "hidden size")->capture_default_str()->check(AtLeast(1));
+  plan->add_option("--heads", s.heads, "attention heads")->capture_default_str()->check(AtLeast(1));
+  plan->add_option("--vocab", s.vocab, "vocabulary size")->capture_default_str()->check(AtLeast(1));
   plan->add_option("--seq", p->seq, "sequence-length buckets, comma-separated")
       ->capture_default_str();
   plan->add_option("--micro-batch", s.micro_batch, "sequences per micro-batch")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(AtLeast(1));
   plan->add_option("--micro-batches", s.micro_batches, "micro-batches per step")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(AtLeast(1));
   plan->add_flag("--recompute", s.recompute, "activation recomputation");
-  plan->add_option("--zero", s.zero_stage, "ZeRO stage 0-3")->capture_default_str();
-  plan->add_option("--dp", s.dp, "data-parallel ranks sharing ZeRO state")->capture_default_str();
+  plan->add_option("--zero", s.zero_stage, "ZeRO stage 0-3")
+      ->capture_default_str()
+      ->check(InRange(0, 3));
+  plan->add_option("--dp", s.dp, "data-parallel ranks sharing ZeRO state")
+      ->capture_default_str()
+      ->check(AtLeast(1));
   plan->add_option("--precision", p->precision,
                    "e.g. fp32-master,bf16-params,bf16-grads,fp16-acts (no-master: none)");
   plan->add_option("--device-memory", p->device_memory, "device memory, e.g. 64GiB")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(Bytes(1));
   plan->add_flag("--empty-cache-per-micro-batch", s.empty_cache_per_micro_batch,
                  "empty the cache after each micro-batch");
   plan->add_option("--emit-trace", p->emit_trace, "write the synthetic trace as JSONL");

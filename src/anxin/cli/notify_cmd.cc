@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "anxin/cli/command.h"
+#include "anxin/cli/flag_checks.h"
 #include "anxin/cli/serve_wait.h"
 #include "anxin/notify/config.h"
 #include "anxin/notify/service.h"
@@ -83,12 +84,13 @@ CommandMain Setup(CLI::App& app) {
   app.add_option("--listen", o->listen, "HOST:PORT to serve the webhook, /metrics and /healthz on")
       ->capture_default_str();
   app.add_option("--port", o->port,
-                 "port, overriding --listen's (0: any free one; see --port-file)");
+                 "port, overriding --listen's (0: any free one; see --port-file)")
+      ->check(PortNumber());
   app.add_option("--port-file", o->port_file, "write the port here once listening");
   app.add_option("--spool", o->spool, "directory of the durable spool")->capture_default_str();
   app.add_option("--threads", o->threads, "HTTP worker threads")
       ->capture_default_str()
-      ->check(CLI::Range(1, 256));
+      ->check(InRange(1, 256));
   app.add_option("--sink-file", o->sinks.file,
                  "deliver every alert to this JSON-lines file (instead of the notify: section)");
   app.add_option("--sink-webhook", o->sinks.webhook,

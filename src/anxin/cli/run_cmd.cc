@@ -12,6 +12,7 @@
 #include "anxin/base/config.h"
 #include "anxin/cli/command.h"
 #include "anxin/cli/exit_codes.h"
+#include "anxin/cli/flag_checks.h"
 #include "anxin/device/registry.h"
 #include "anxin/host/topology.h"
 #include "anxin/run/signatures.h"
@@ -257,15 +258,21 @@ int Run(const Options& o, const GlobalOptions& g) {
 CommandMain Setup(CLI::App& app) {
   auto o = std::make_shared<Options>();
   app.add_option("--nproc-per-node", o->nproc_per_node, "ranks on this node, one per device")
-      ->capture_default_str();
-  app.add_option("--nnodes", o->nnodes, "nodes in the job (only 1 for now)")->capture_default_str();
+      ->capture_default_str()
+      ->check(AtLeast(1));
+  app.add_option("--nnodes", o->nnodes, "nodes in the job (only 1 for now)")
+      ->capture_default_str()
+      ->check(AtLeast(1));
   app.add_option("--max-restarts", o->max_restarts,
-                 "relaunches allowed in the whole run (default: run.max_restarts, else 3)");
+                 "relaunches allowed in the whole run (default: run.max_restarts, else 3)")
+      ->check(AtLeast(0));
   app.add_option("--storm-limit", o->storm_limit,
                  "relaunches in a row without progress before giving up with status 4 "
-                 "(default: run.storm_limit, else 3)");
+                 "(default: run.storm_limit, else 3)")
+      ->check(AtLeast(1));
   app.add_option("--master-port", o->master_port,
-                 "MASTER_PORT for the ranks (default: a free port at each launch)");
+                 "MASTER_PORT for the ranks (default: a free port at each launch)")
+      ->check(PortNumber());
   app.add_option("--master-addr", o->master_addr, "MASTER_ADDR for the ranks")
       ->capture_default_str();
   app.add_option("--backend", o->backend, "device backend (default: config device.backend)");
@@ -291,7 +298,8 @@ CommandMain Setup(CLI::App& app) {
                  "how long to wait for device links after a reset (default 60s)");
   app.add_option("--verify-timeout", o->verify_timeout,
                  "how long a relaunch may take to show progress (default 300s)");
-  app.add_option("--reset-retries", o->reset_retries, "tries of each device reset (default 3)");
+  app.add_option("--reset-retries", o->reset_retries, "tries of each device reset (default 3)")
+      ->check(AtLeast(1));
   app.add_option("--sdk-socket", o->sdk_socket,
                  "the socket the ranks' SDK reports to (default: STATE_DIR/sdk-PID.sock)");
   app.add_option("--playbook", o->playbook,
@@ -299,7 +307,8 @@ CommandMain Setup(CLI::App& app) {
                  "(docs/recovery.md), over the run: section's");
   app.add_option("--min-nproc", o->min_nproc,
                  "fewest ranks the job may shrink to when a failing device is isolated "
-                 "(default: run.escalation.min_nproc, else no shrinking)");
+                 "(default: run.escalation.min_nproc, else no shrinking)")
+      ->check(AtLeast(1));
   app.add_flag("--no-prefix", o->no_prefix, "do not copy rank output to this terminal");
   app.add_option("command", o->command, "the rank command and its arguments, after --")
       ->expected(-1);

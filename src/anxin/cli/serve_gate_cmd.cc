@@ -12,7 +12,9 @@
 #include <sstream>
 
 #include "anxin/base/config.h"
+#include "anxin/base/url.h"
 #include "anxin/cli/command.h"
+#include "anxin/cli/flag_checks.h"
 #include "anxin/cli/serve_wait.h"
 #include "anxin/serve/gate.h"
 
@@ -30,28 +32,20 @@ struct Opts {
 };
 
 Status ParseUpstream(const std::string& url, serve::GateOptions& o) {
-  std::string_view s = url;
-  if (s.starts_with("https://")) {
+  // One reading of an address across anxin (base/url.h): no scheme is http://.
+  auto u = ParseHttpUrl(url);
+  if (!u) return std::unexpected(std::move(u.error()).With("--upstream"));
+  if (u->scheme == "https") {
     return InvalidArgument(
         "--upstream: https is not proxied; point the gate at the server's "
         "plain-HTTP port");
   }
-  if (s.starts_with("http://")) s.remove_prefix(7);
-  if (!s.empty() && s.back() == '/') s.remove_suffix(1);
-  const size_t colon = s.rfind(':');
-  if (colon == std::string_view::npos || s.find('/') != std::string_view::npos) {
+  if (!u->path.empty() && u->path != "/") {
     return InvalidArgument(fmt::format(
-        "--upstream '{}': give http://HOST:PORT with an IPv4 address, e.g. http://127.0.0.1:8000",
-        url));
+        "--upstream '{}': give http://HOST:PORT without a path, e.g. http://127.0.0.1:8000", url));
   }
-  o.upstream_host = std::string(s.substr(0, colon));
-  if (o.upstream_host == "localhost") o.upstream_host = "127.0.0.1";
-  int port = 0;
-  auto [p, ec] = std::from_chars(s.data() + colon + 1, s.data() + s.size(), port);
-  if (ec != std::errc() || p != s.data() + s.size() || port <= 0 || port > 65535) {
-    return InvalidArgument(fmt::format("--upstream '{}': bad port", url));
-  }
-  o.upstream_port = port;
+  o.upstream_host = u->host == "localhost" ? "127.0.0.1" : u->host;
+  o.upstream_port = u->port;
   return Ok();
 }
 
@@ -118,17 +112,21 @@ CommandMain Setup(CLI::App& app) {
   app.add_option("--upstream", o->upstream, "the inference server, http://HOST:PORT")->required();
   app.add_option("--host", o->host, "address to listen on")->capture_default_str();
   app.add_option("--port", o->port, "port (0: any free one; see --port-file)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(PortNumber());
   app.add_option("--port-file", o->port_file, "write the port here once listening");
   app.add_option("--max-concurrency", o->max_concurrency, "requests upstream at once")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(AtLeast(1));
   app.add_option("--max-queue", o->max_queue, "requests waiting for a slot before 429")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(AtLeast(0));
   app.add_option("--queue-timeout", o->queue_timeout, "longest wait for a slot before 429")
       ->capture_default_str();
   app.add_option("--retry-after", o->retry_after,
                  "Retry-After seconds on 429 (0: estimated from the queue)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(AtLeast(0));
   app.add_option("--connect-timeout", o->connect_timeout, "to connect upstream")
       ->capture_default_str();
   app.add_option("--upstream-idle-timeout", o->idle_timeout,
@@ -138,7 +136,8 @@ CommandMain Setup(CLI::App& app) {
       ->capture_default_str();
   app.add_option("--metrics-path", o->metrics_path, "where the gate's own metrics are")
       ->capture_default_str();
-  app.add_option("--duration", o->duration, "stop after this many seconds (default: at Ctrl-C)");
+  app.add_option("--duration", o->duration, "stop after this many seconds (default: at Ctrl-C)")
+      ->check(AtLeast(0));
   return [o](const GlobalOptions& g) { return Run(*o, g); };
 }
 

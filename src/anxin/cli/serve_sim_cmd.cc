@@ -12,6 +12,7 @@
 
 #include "anxin/base/config.h"
 #include "anxin/cli/command.h"
+#include "anxin/cli/flag_checks.h"
 #include "anxin/cli/serve_wait.h"
 #include "anxin/serve/kv_plan.h"
 #include "anxin/serve/sim_server.h"
@@ -149,47 +150,68 @@ CommandMain Setup(CLI::App& app) {
   auto o = std::make_shared<Opts>();
   app.add_option("--host", o->host, "address to listen on")->capture_default_str();
   app.add_option("--port", o->port, "port (0: any free one; see --port-file)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(PortNumber());
   app.add_option("--port-file", o->port_file, "write the port here once listening");
   app.add_option("--model", o->model, "model preset for the KV shape (see anxin kv plan --help)")
       ->capture_default_str();
-  app.add_option("--layers", o->layers, "override the preset's layers");
-  app.add_option("--kv-heads", o->kv_heads, "override the preset's KV heads");
-  app.add_option("--head-dim", o->head_dim, "override the preset's head dimension");
-  app.add_option("--tp", o->tp, "tensor-parallel devices")->capture_default_str();
+  app.add_option("--layers", o->layers, "override the preset's layers")->check(AtLeast(1));
+  app.add_option("--kv-heads", o->kv_heads, "override the preset's KV heads")->check(AtLeast(1));
+  app.add_option("--head-dim", o->head_dim, "override the preset's head dimension")
+      ->check(AtLeast(1));
+  app.add_option("--tp", o->tp, "tensor-parallel devices")
+      ->capture_default_str()
+      ->check(AtLeast(1));
   app.add_option("--kv-format", o->kv_format, "KV format: fp16, int8, int8-asym, int4, int4-asym")
       ->capture_default_str();
-  app.add_option("--device-memory", o->device_memory,
-                 "device memory; KV blocks as anxin kv plan sizes them")
-      ->capture_default_str();
+  app.add_option(
+         "--device-memory", o->device_memory,
+         "device memory in powers of 1024 (80GiB for a device sold as \"80 GB\"); KV blocks "
+         "as anxin kv plan sizes them")
+      ->capture_default_str()
+      ->check(Bytes(1));
   app.add_option("--memory-utilization", o->utilization, "share of device memory used")
-      ->capture_default_str();
-  app.add_option("--weights", o->weights, "weights size (default: the preset's, bf16)");
-  app.add_option("--reserve", o->reserve, "memory kept for activations")->capture_default_str();
-  app.add_option("--kv-memory", o->kv_memory, "KV cache size instead of the plan, e.g. 20GiB");
-  app.add_option("--num-blocks", o->num_blocks, "KV blocks instead of the plan");
-  app.add_option("--block-size", o->block, "tokens per KV block")->capture_default_str();
+      ->capture_default_str()
+      ->check(Share());
+  app.add_option("--weights", o->weights, "weights size (default: the preset's, bf16)")
+      ->check(Bytes(0));
+  app.add_option("--reserve", o->reserve, "memory kept for activations")
+      ->capture_default_str()
+      ->check(Bytes(0));
+  app.add_option("--kv-memory", o->kv_memory, "KV cache size instead of the plan, e.g. 20GiB")
+      ->check(Bytes(1));
+  app.add_option("--num-blocks", o->num_blocks, "KV blocks instead of the plan")->check(AtLeast(1));
+  app.add_option("--block-size", o->block, "tokens per KV block")
+      ->capture_default_str()
+      ->check(InRange(1, 4096));
   app.add_option("--max-num-seqs", o->max_num_seqs, "concurrency cap: sequences in the batch")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(AtLeast(1));
   app.add_option("--max-batched-tokens", o->max_batched_tokens, "prefill tokens per step")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(AtLeast(1));
   app.add_option("--max-waiting", o->max_waiting, "queued requests before 429")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(AtLeast(0));
   app.add_option("--max-model-len", o->max_model_len, "prompt + output tokens of a request")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(AtLeast(1));
   app.add_option("--watermark", o->watermark, "share of blocks admission leaves free")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(InRange(0, 1));
   app.add_flag("--no-prefix-caching", o->no_prefix_caching, "do not reuse cached prompt blocks");
   app.add_option("--time-model", o->time_model,
                  "YAML table of prefill/decode step times (default: built-in roofline)");
   app.add_option("--time-scale", o->time_scale,
                  "wall seconds per simulated second (0: as fast as possible)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(AtLeast(0));
   app.add_option("--served-model-name", o->served_name, "model name in responses")
       ->capture_default_str();
   app.add_flag("--always-usage", o->always_usage,
                "send the usage chunk on every stream, not only when asked");
-  app.add_option("--duration", o->duration, "stop after this many seconds (default: at Ctrl-C)");
+  app.add_option("--duration", o->duration, "stop after this many seconds (default: at Ctrl-C)")
+      ->check(AtLeast(0));
   return [o](const GlobalOptions& g) { return Run(*o, g); };
 }
 

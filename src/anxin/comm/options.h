@@ -64,7 +64,8 @@ struct BenchOptions {
 };
 
 // A size as nccl-tests takes it ("8", "8K", "128M", "1G": K = 1024), or
-// anything base's ParseBytes takes ("64KiB", "1MB").
+// anything base's ParseBytes takes ("64KiB", "1MiB"; "1MB" is refused as
+// ambiguous).
 [[nodiscard]] Result<uint64_t> ParseSize(std::string_view text);
 
 // Every check that needs no MPI: sizes ordered, counts positive, the engine

@@ -16,7 +16,8 @@
 // bytes such as 60GiB), block_size (bytes), expand (true | false),
 // fragment_threshold (0..1), small_size (bytes), and for the sim provider
 // sim_capacity (bytes), sim_virtual (true | false), sim_backed (true | false).
-// Bytes accept 1048576, 512KiB, 2MiB, 1.5GiB, 2MB (MB = MiB here, as PyTorch).
+// Bytes accept 1048576, 512KiB, 2MiB, 2M, 1.5GiB (powers of 1024; "2MB" is
+// refused as ambiguous, see base ParseBytes).
 #ifndef ANXIN_MEM_ALLOC_CONFIG_H_
 #define ANXIN_MEM_ALLOC_CONFIG_H_
 

@@ -585,14 +585,17 @@ TEST(AllocConfigTest, ParsesTheFieldReportKnobs) {
   auto bytes = ParseAllocConf("pool_size:60GiB");
   ASSERT_THAT(bytes, IsOk());
   EXPECT_EQ(bytes->options.pool_bytes, 60 * kGiB);
-  // One meaning of a size everywhere (docs/configuration.md): MB is MiB, as in
-  // flags, the configuration file and scenario files.
-  for (const char* text : {"block_size:2MB", "block_size:2MiB", "block_size:2M", "block_size:2 mb",
-                           "block_size:2097152"}) {
+  // One meaning of a size everywhere (docs/configuration.md): M is MiB, as in
+  // flags, the configuration file and scenario files; MB is refused as
+  // ambiguous.
+  for (const char* text :
+       {"block_size:2MiB", "block_size:2M", "block_size:2 mib", "block_size:2097152"}) {
     auto c2 = ParseAllocConf(text);
     ASSERT_THAT(c2, IsOk()) << text;
     EXPECT_EQ(c2->options.block_size, 2 * kMiB) << text;
   }
+  EXPECT_THAT(ParseAllocConf("block_size:2MB"),
+              HasCode(ErrorCode::kInvalidArgument, HasSubstr("ambiguous: write 2MiB")));
 }
 
 TEST(AllocConfigTest, BadInputNamesTheKey) {

@@ -1,6 +1,7 @@
 #include "anxin/notify/config.h"
 
 #include <algorithm>
+#include <filesystem>
 
 #include "anxin/base/file.h"
 #include "anxin/base/strings.h"
@@ -235,6 +236,9 @@ Result<NotifyConfig> ParseNotifyConfig(const ConfigNode& s, const EnvironmentLoo
     const bool bot = r.type == ReceiverType::kFeishu || r.type == ReceiverType::kLark;
     if (r.type == ReceiverType::kFile) {
       ANXIN_ASSIGN_OR_RETURN(r.path, n.Get<std::string>("path"));
+      if (std::string problem = SinkFileProblem(r.path); !problem.empty()) {
+        return std::unexpected(n.Child("path")->MakeError("receiver '" + r.name + "': " + problem));
+      }
     } else {
       bool secret_url = false;
       ANXIN_ASSIGN_OR_RETURN(r.url, ReadSecret(n, "url", true, env, secret_url));
@@ -305,6 +309,26 @@ Result<NotifyConfig> ParseNotifyConfig(const ConfigNode& s, const EnvironmentLoo
   return c;
 }
 
+namespace {
+
+// A file receiver's path must be a file that can be created or appended to;
+// "" when it can, else what is wrong, checked at start rather than at the
+// first alert.
+std::string SinkFileProblem(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) {
+    return "'" + path + "' is a directory: give a file to append alerts to (created if missing)";
+  }
+  const fs::path parent = fs::path(path).parent_path();
+  if (!parent.empty() && !fs::is_directory(parent, ec)) {
+    return "'" + path + "': no such directory '" + parent.string() + "'";
+  }
+  return "";
+}
+
+}  // namespace
+
 Result<NotifyConfig> LocalSinkConfig(const LocalSinks& sinks) {
   if (sinks.file.empty() && sinks.webhook.empty()) {
     return InvalidArgument(
@@ -313,6 +337,9 @@ Result<NotifyConfig> LocalSinkConfig(const LocalSinks& sinks) {
   }
   NotifyConfig c;
   if (!sinks.file.empty()) {
+    if (std::string problem = SinkFileProblem(sinks.file); !problem.empty()) {
+      return InvalidArgument("--sink-file: " + problem);
+    }
     c.receivers.push_back({.name = "file", .type = ReceiverType::kFile, .path = sinks.file});
   }
   if (!sinks.webhook.empty()) {

@@ -260,7 +260,17 @@ Spool::~Spool() = default;
 
 Result<std::unique_ptr<Spool>> Spool::Open(const std::string& dir, SpoolOptions options) {
   std::error_code ec;
+  // A path the user gave that is not a directory is bad input (exit 2), not
+  // an unusable machine.
+  if (std::filesystem::exists(dir, ec) && !std::filesystem::is_directory(dir, ec)) {
+    return InvalidArgument("spool: '" + dir +
+                           "' is a file, not a directory: give --spool a directory");
+  }
   std::filesystem::create_directories(dir, ec);
+  if (ec == std::errc::not_a_directory) {
+    return InvalidArgument("spool: cannot create directory " + dir +
+                           ": a part of the path is a file, not a directory");
+  }
   if (ec) {
     return std::unexpected(Error(
         ec == std::errc::permission_denied ? ErrorCode::kPermissionDenied : ErrorCode::kUnavailable,

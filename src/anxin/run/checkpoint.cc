@@ -102,9 +102,23 @@ Status VerifyManifest(const std::string& dir) {
   return Ok();
 }
 
+namespace {
+
+// kNotFound for a path that does not exist, kInvalidArgument for a file.
+Status RequireCheckpointDirectory(const std::string& dir) {
+  std::error_code ec;
+  if (fs::is_directory(dir, ec)) return Ok();
+  if (fs::exists(dir, ec)) {
+    return InvalidArgument(dir + " is a file, not a checkpoint directory: give the directory");
+  }
+  return NotFound("no checkpoint directory " + dir);
+}
+
+}  // namespace
+
 Result<int> SealCheckpoint(const std::string& dir) {
   std::error_code ec;
-  if (!fs::is_directory(dir, ec)) return NotFound("no checkpoint directory " + dir);
+  ANXIN_TRY(RequireCheckpointDirectory(dir));
   std::vector<std::string> rels;
   for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::end(it);
        it.increment(ec)) {
@@ -115,6 +129,10 @@ Result<int> SealCheckpoint(const std::string& dir) {
   }
   if (ec)
     return std::unexpected(Error(ErrorCode::kUnavailable, "reading " + dir + ": " + ec.message()));
+  if (rels.empty()) {
+    return InvalidArgument("nothing to seal in " + dir +
+                           ": it holds no files (seal a checkpoint once it is written)");
+  }
   std::sort(rels.begin(), rels.end());
   nlohmann::json files = nlohmann::json::array();
   for (const std::string& rel : rels) {
@@ -128,7 +146,7 @@ Result<int> SealCheckpoint(const std::string& dir) {
 
 Result<CheckpointScan> ScanCheckpoints(const std::string& dir) {
   std::error_code ec;
-  if (!fs::is_directory(dir, ec)) return NotFound("no checkpoint directory " + dir);
+  ANXIN_TRY(RequireCheckpointDirectory(dir));
   CheckpointScan scan;
   scan.dir = dir;
   const fs::path root(dir);

@@ -52,11 +52,13 @@ struct CheckpointScan {
   const Checkpoint* Chosen() const;
 };
 
-// A missing dir -> kNotFound; an empty one is a scan with no checkpoints.
+// A missing dir -> kNotFound; a file -> kInvalidArgument; an empty directory
+// is a scan with no checkpoints.
 Result<CheckpointScan> ScanCheckpoints(const std::string& dir);
 
 // Writes dir/anxin-manifest.json (atomically) listing every regular file
-// under dir with its size and SHA-256. Returns the number of files.
+// under dir with its size and SHA-256. Returns the number of files; a
+// directory without files -> kInvalidArgument (nothing to seal).
 Result<int> SealCheckpoint(const std::string& dir);
 
 // Checks dir against its manifest: kDataLoss naming the first file that is

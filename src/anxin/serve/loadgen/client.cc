@@ -22,6 +22,7 @@
 #include <memory>
 #include <queue>
 
+#include "anxin/base/url.h"
 #include "anxin/serve/loadgen/http_response.h"
 #include "anxin/serve/loadgen/sse.h"
 
@@ -671,41 +672,18 @@ Result<RunResult> Loop::Run() {
 }  // namespace
 
 Result<Target> ParseUrl(std::string_view url) {
-  Target t;
-  std::string_view rest = url;
-  if (rest.starts_with("https://")) {
+  // One reading of an address across anxin (base/url.h): no scheme is http://.
+  ANXIN_ASSIGN_OR_RETURN(HttpUrl u, ParseHttpUrl(url));
+  if (u.scheme == "https") {
     return Unimplemented(fmt::format(
         "{}: https is not supported; use the server's plain-HTTP port or a TLS-terminating "
         "proxy in front of it",
         url));
   }
-  if (rest.starts_with("http://")) rest.remove_prefix(7);
-  size_t slash = rest.find('/');
-  std::string_view hostport = rest.substr(0, slash);
-  if (slash != std::string_view::npos) {
-    std::string_view path = rest.substr(slash);
-    if (path != "/") t.path = std::string(path);
-  }
-  size_t colon = hostport.rfind(':');
-  if (colon != std::string_view::npos) {
-    std::string_view port = hostport.substr(colon + 1);
-    int p = 0;
-    bool ok = !port.empty() && port.size() <= 5;
-    for (char ch : port) {
-      if (ch < '0' || ch > '9') ok = false;
-      p = p * 10 + (ch - '0');
-    }
-    if (!ok || p < 1 || p > 65535) {
-      return InvalidArgument(
-          fmt::format("{}: port '{}' is not a number from 1 to 65535", url, port));
-    }
-    t.port = static_cast<uint16_t>(p);
-    hostport = hostport.substr(0, colon);
-  }
-  if (hostport.empty()) {
-    return InvalidArgument(fmt::format("{}: no host (use e.g. http://127.0.0.1:8000)", url));
-  }
-  t.host = std::string(hostport);
+  Target t;
+  t.host = u.host;
+  t.port = static_cast<uint16_t>(u.port);
+  if (u.path != "/") t.path = u.path;
   return t;
 }
 

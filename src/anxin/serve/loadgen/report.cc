@@ -47,6 +47,42 @@ std::string OverheadWarning(const LoopStats& loop) {
       100 * loop.cpu_s / loop.wall_s);
 }
 
+std::string AllFailedHeadline(const Summary& s, std::string_view path, std::string_view api_path) {
+  if (s.requests == 0 || s.completed != 0 || s.errors.size() != 1) return "";
+  const auto& [kind, count] = *s.errors.begin();
+  if (count != s.requests) return "";
+  int status = 0;
+  if (kind.starts_with("http_")) {
+    std::from_chars(kind.data() + 5, kind.data() + kind.size(), status);
+  }
+  std::string what = status > 0 ? fmt::format("HTTP {}", status) : kind;
+  std::string cause;
+  if (status == 404 && (path.ends_with("/v1") || path.ends_with("/v1/"))) {
+    cause = fmt::format(
+        "the URL already ends in /v1; give --url http://HOST:PORT (the API adds {}) or the "
+        "whole path with --endpoint",
+        api_path);
+  } else if (status == 404) {
+    cause = "the server has no such path; check --api and --endpoint";
+  } else if (status == 401 || status == 403) {
+    cause = "the server wants a key; set OPENAI_API_KEY or give -H 'Authorization: Bearer KEY'";
+  } else if (status == 400 || status == 422) {
+    cause = "the server refused the request body; check --model and --api";
+  } else if (status == 405) {
+    cause = "the path does not take POST; check --api and --endpoint";
+  } else if (status >= 500) {
+    cause = "the server failed on every request; read its log";
+  } else if (kind == "connect") {
+    cause = "no connection could be made; is the server up at --url?";
+  } else if (kind == "timeout") {
+    cause = "no response within --timeout";
+  } else {
+    cause = "see the errors line below";
+  }
+  return fmt::format("every request ({} of {}) failed with {} at {}: {}", count, s.requests, what,
+                     path, cause);
+}
+
 std::string SummaryText(const Summary& s, const LoopStats& loop) {
   std::string out;
   out += fmt::format("requests        {} completed, {} failed, of {}\n", s.completed, s.failed,

@@ -37,6 +37,12 @@ std::string SummaryText(const Summary& s, const LoopStats& loop);
 nlohmann::json SummaryJson(const Summary& s, const LoopStats& loop);
 // "" when the load tester kept up; else a one-line warning.
 std::string OverheadWarning(const LoopStats& loop);
+// When every request failed the same way (all "http_404", say), one line for
+// the top of the report naming it and its likely cause; "" otherwise. path is
+// where the requests went (the --endpoint, the URL's path or the API's), e.g.
+//   every request (200 of 200) failed with HTTP 404 at /v1: the URL already
+//   ends in /v1; give --url http://HOST:PORT (the API adds /v1/completions) ...
+std::string AllFailedHeadline(const Summary& s, std::string_view path, std::string_view api_path);
 
 // Header plus one row per request; times in milliseconds from the run's start
 // (due, sent) or from when the request was due (ttft, e2e).
