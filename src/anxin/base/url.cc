@@ -30,10 +30,9 @@ Result<HttpUrl> ParseHttpUrl(std::string_view text) {
   if (const size_t sep = rest.find("://"); sep != std::string_view::npos) {
     std::string scheme(rest.substr(0, sep));
     for (char& c : scheme) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    if (scheme == "http") {
-    } else if (scheme == "https") {
+    if (scheme == "https") {
       default_port = 443;
-    } else {
+    } else if (scheme != "http") {
       return std::unexpected(Bad(text, fmt::format("scheme '{}' is not HTTP", scheme)));
     }
     url.scheme = std::move(scheme);

@@ -18,17 +18,17 @@ namespace fs = std::filesystem;
 constexpr std::string_view kRangePrefix = "anxin-range ";
 constexpr std::string_view kBytesPrefix = "anxin-bytes ";
 
-std::string Num(double v) { return fmt::format("{}", v); }
+std::string Num(double v) { return fmt::format("{:.15g}", v); }
 
 // What a value must be, e.g. "from 0 to 65535" or "at least 1".
 std::string Requirement(const FlagRange& r) {
   if (r.min_exclusive) {
     return std::isinf(r.max) ? "above " + Num(r.min)
-                             : fmt::format("above {} and at most {}", r.min, r.max);
+                             : fmt::format("above {} and at most {}", Num(r.min), Num(r.max));
   }
   if (std::isinf(r.min)) return "at most " + Num(r.max);
   if (std::isinf(r.max)) return "at least " + Num(r.min);
-  return fmt::format("from {} to {}", r.min, r.max);
+  return fmt::format("from {} to {}", Num(r.min), Num(r.max));
 }
 
 CLI::Validator RangeValidator(FlagRange r) {

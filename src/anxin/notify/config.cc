@@ -7,7 +7,19 @@
 #include "anxin/base/strings.h"
 
 namespace anxin::notify {
+
 namespace {
+
+// A file receiver's path must not be a directory: "" when it is not, else
+// what is wrong, checked at start rather than at the first alert.
+std::string SinkFileProblem(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) {
+    return "'" + path + "' is a directory: give a file to append alerts to (created if missing)";
+  }
+  return "";
+}
 
 bool ValidLabelName(std::string_view s) {
   if (s.empty()) return false;
@@ -308,26 +320,6 @@ Result<NotifyConfig> ParseNotifyConfig(const ConfigNode& s, const EnvironmentLoo
   }
   return c;
 }
-
-namespace {
-
-// A file receiver's path must be a file that can be created or appended to;
-// "" when it can, else what is wrong, checked at start rather than at the
-// first alert.
-std::string SinkFileProblem(const std::string& path) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  if (fs::is_directory(path, ec)) {
-    return "'" + path + "' is a directory: give a file to append alerts to (created if missing)";
-  }
-  const fs::path parent = fs::path(path).parent_path();
-  if (!parent.empty() && !fs::is_directory(parent, ec)) {
-    return "'" + path + "': no such directory '" + parent.string() + "'";
-  }
-  return "";
-}
-
-}  // namespace
 
 Result<NotifyConfig> LocalSinkConfig(const LocalSinks& sinks) {
   if (sinks.file.empty() && sinks.webhook.empty()) {
