@@ -44,7 +44,7 @@ TEST(CliChecks, EveryServerRefusesAPortOutside0To65535) {
 
 TEST(CliChecks, BenchServeConcurrencyAndRequestsMustBeAtLeastOne) {
   ExpectUsage(RunAnxin({"bench", "serve", "-c", "0"}), "--concurrency: must be at least 1, got 0");
-  ExpectUsage(RunAnxin({"bench", "serve", "--concurrency=-2"}),
+  ExpectUsage(RunAnxin({"bench", "serve", "-c", "-2"}),
               "--concurrency: must be at least 1, got -2");
   auto n = RunAnxin({"bench", "serve", "-n", "0"});
   ExpectUsage(n, "--num-requests: must be at least 1, got 0");
