@@ -63,7 +63,7 @@
 #include "anxin/base/error.h"
 #include "anxin/device/backend.h"
 #include "anxin/device/table.h"
-#include "anxin/monitor/metrics.h"
+#include "anxin/monitor/metric_registry.h"
 
 namespace anxin::agent {
 

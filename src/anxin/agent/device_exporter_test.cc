@@ -15,21 +15,13 @@ namespace anxin::agent {
 namespace {
 
 using ::anxin::testing::Value;
+using ::anxin::testing::WaitFor;
 
 using namespace std::chrono_literals;
 using device::DeviceInfo;
 using device::DeviceSample;
 using ::testing::HasSubstr;
 using ::testing::Not;
-
-bool WaitFor(const std::function<bool()>& done) {
-  const auto deadline = std::chrono::steady_clock::now() + 10s;
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(2ms);
-  }
-  return true;
-}
 
 // Labels of device i of the sim's faults scenario, as the exporter writes them.
 std::string Labels(const DeviceExporter& e, int i, std::string more = "") {
@@ -279,9 +271,14 @@ TEST(DeviceExporterTest, TheLoopSamplesEveryIntervalAndCountsOverruns) {
   clock.Advance(10s);
   ASSERT_TRUE(WaitFor([&] { return (*e)->passes() == 2; }));
   ASSERT_TRUE(clock.WaitForSleepers(1, 5s));
-  clock.Advance(5s);  // not yet due
-  std::this_thread::sleep_for(20ms);
+  // Not yet due: the loop stays asleep (a virtual clock wakes a sleeper only
+  // once its deadline has come), and is due again 10 s after the last pass.
+  clock.Advance(5s);
+  EXPECT_EQ(clock.sleepers(), 1);
   EXPECT_EQ((*e)->passes(), 2u);
+  clock.Advance(5s);
+  ASSERT_TRUE(WaitFor([&] { return (*e)->passes() == 3; }));
+  ASSERT_TRUE(clock.WaitForSleepers(1, 5s));
   (*e)->Stop();
   EXPECT_EQ((*e)->overruns(), 0u);
   // A pass slower than the interval (a device read that hangs) is an overrun.

@@ -19,7 +19,7 @@
 #include "anxin/base/config.h"
 #include "anxin/base/file.h"
 #include "anxin/cli/command.h"
-#include "anxin/comm/compare.h"
+#include "anxin/comm/result_diff.h"
 #include "anxin/comm/format.h"
 #include "anxin/comm/import.h"
 #include "anxin/comm/launcher.h"

@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "anxin/base/error.h"
-#include "anxin/compare/metrics.h"
+#include "anxin/compare/tensor_metrics.h"
 #include "anxin/serve/kv_format.h"
 
 namespace anxin::serve {

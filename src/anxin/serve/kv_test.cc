@@ -7,7 +7,7 @@
 #include <random>
 
 #include "anxin/base/testing.h"
-#include "anxin/compare/metrics.h"
+#include "anxin/compare/tensor_metrics.h"
 #include "anxin/serve/half.h"
 #include "anxin/serve/kv_accuracy.h"
 #include "anxin/serve/kv_cache.h"

@@ -23,7 +23,7 @@
 #include <utility>
 #include <vector>
 
-#include "anxin/monitor/metrics.h"
+#include "anxin/monitor/metric_registry.h"
 
 namespace anxin::serve {
 

@@ -1,4 +1,4 @@
-#include "anxin/doctor/report.h"
+#include "anxin/doctor/check_report.h"
 
 #include <unistd.h>
 

@@ -28,8 +28,8 @@
 // the same operations in the same order, no fused multiply-add.
 //
 // Thread safety: MetricAccumulator is a value; use one per thread and Merge.
-#ifndef ANXIN_COMPARE_METRICS_H_
-#define ANXIN_COMPARE_METRICS_H_
+#ifndef ANXIN_COMPARE_TENSOR_METRICS_H_
+#define ANXIN_COMPARE_TENSOR_METRICS_H_
 
 #include <cmath>
 #include <cstddef>
@@ -39,7 +39,7 @@
 #include <vector>
 
 #include "anxin/compare/dtype.h"
-#include "anxin/compare/metrics_kernel.h"
+#include "anxin/compare/metric_sums.h"
 
 namespace anxin::compare {
 
@@ -134,4 +134,4 @@ class MetricAccumulator {
 
 }  // namespace anxin::compare
 
-#endif  // ANXIN_COMPARE_METRICS_H_
+#endif  // ANXIN_COMPARE_TENSOR_METRICS_H_

@@ -15,8 +15,8 @@
 // released once read, so memory stays bounded. Chunk results are merged in a
 // fixed order: the numbers depend neither on the number of threads nor on
 // the instruction set the kernel runs on.
-#ifndef ANXIN_COMPARE_COMPARE_H_
-#define ANXIN_COMPARE_COMPARE_H_
+#ifndef ANXIN_COMPARE_DUMP_COMPARE_H_
+#define ANXIN_COMPARE_DUMP_COMPARE_H_
 
 #include <chrono>
 #include <cstdint>
@@ -28,7 +28,7 @@
 
 #include "anxin/compare/dump.h"
 #include "anxin/compare/matcher.h"
-#include "anxin/compare/metrics.h"
+#include "anxin/compare/tensor_metrics.h"
 #include "anxin/compare/verdict.h"
 
 namespace anxin::compare {
@@ -130,4 +130,4 @@ Metrics ComputePairMetrics(const Tensor& out, const Tensor& ref, unsigned thread
 
 }  // namespace anxin::compare
 
-#endif  // ANXIN_COMPARE_COMPARE_H_
+#endif  // ANXIN_COMPARE_DUMP_COMPARE_H_

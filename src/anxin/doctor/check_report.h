@@ -8,8 +8,8 @@
 //   Report report = RunChecks(facts, checks);
 //   std::cout << RenderTable(report);
 //   int exit_code = report.Worst() == Severity::kFail ? 1 : 0;
-#ifndef ANXIN_DOCTOR_REPORT_H_
-#define ANXIN_DOCTOR_REPORT_H_
+#ifndef ANXIN_DOCTOR_CHECK_REPORT_H_
+#define ANXIN_DOCTOR_CHECK_REPORT_H_
 
 #include <nlohmann/json.hpp>
 #include <string>
@@ -45,4 +45,4 @@ Result<Report> ReportFromJson(const nlohmann::json& j);
 
 }  // namespace anxin::doctor
 
-#endif  // ANXIN_DOCTOR_REPORT_H_
+#endif  // ANXIN_DOCTOR_CHECK_REPORT_H_

@@ -1,4 +1,4 @@
-#include "anxin/mem/report.h"
+#include "anxin/mem/replay_report.h"
 
 #include <fmt/format.h>
 
@@ -6,15 +6,9 @@
 #include <cmath>
 #include <fstream>
 
-namespace anxin::mem {
+#include "anxin/base/strings.h"
 
-std::string HumanBytes(uint64_t b) {
-  double v = static_cast<double>(b);
-  if (v >= 1024.0 * 1024 * 1024) return fmt::format("{:.2f} GiB", v / (1024.0 * 1024 * 1024));
-  if (v >= 1024.0 * 1024) return fmt::format("{:.1f} MiB", v / (1024.0 * 1024));
-  if (v >= 1024.0) return fmt::format("{:.1f} KiB", v / 1024.0);
-  return fmt::format("{} B", b);
-}
+namespace anxin::mem {
 
 std::string ReplayText(const ReplayResult& r) {
   // OOMs first: a policy that failed allocations did not run the trace, and
@@ -31,21 +25,21 @@ std::string ReplayText(const ReplayResult& r) {
         "OOM: {} failed {} allocation{} {}: it did not run this trace, and its figures below are "
         "for what it held, not a saving\n",
         p.name, p.ooms, p.ooms == 1 ? "" : "s",
-        r.capacity ? "within --capacity " + HumanBytes(r.capacity) : "on the device");
+        r.capacity ? "within --capacity " + FormatBytes(r.capacity) : "on the device");
   }
   if (!out.empty()) out += "\n";
   out += fmt::format(
       "trace {}: {} events ({} allocs, {} frees); at start {} live in {} blocks, {} reserved\n"
       "peak allocated {}\n\n",
-      r.source, r.events, r.allocs, r.frees, HumanBytes(r.initial_live), r.initial_blocks,
-      HumanBytes(r.initial_reserved), HumanBytes(r.peak_live));
+      r.source, r.events, r.allocs, r.frees, FormatBytes(r.initial_live), r.initial_blocks,
+      FormatBytes(r.initial_reserved), FormatBytes(r.peak_live));
   out += fmt::format("{:<15} {:>12} {:>8} {:>9} {:>9} {:>9} {:>9} {:>6} {:>8}\n", "policy",
                      "peak reserv.", "frag", "inact.spl", "free-gap", "rounding", "dev.alloc",
                      "ooms", "remaps");
   for (const auto& p : r.policies) {
     out +=
         fmt::format("{:<15} {:>12} {:>7.2f}% {:>8.2f}% {:>8.2f}% {:>8.2f}% {:>9} {:>6} {:>8}\n",
-                    p.name, HumanBytes(p.peak_reserved), 100 * p.fragmentation,
+                    p.name, FormatBytes(p.peak_reserved), 100 * p.fragmentation,
                     100 * p.inactive_split, 100 * p.largest_free_gap, 100 * p.rounding_waste,
                     p.device_allocs, p.ooms, p.name == "anxin" ? fmt::format("{}", p.unmaps) : "-");
   }
@@ -72,9 +66,9 @@ std::string ReplayText(const ReplayResult& r) {
                        100.0 * (static_cast<double>(anxin->peak_reserved) /
                                     static_cast<double>(actual->peak_reserved) -
                                 1),
-                       HumanBytes(actual->peak_reserved > anxin->peak_reserved
-                                      ? actual->peak_reserved - anxin->peak_reserved
-                                      : 0));
+                       FormatBytes(actual->peak_reserved > anxin->peak_reserved
+                                       ? actual->peak_reserved - anxin->peak_reserved
+                                       : 0));
   }
   return out;
 }
@@ -117,18 +111,18 @@ std::string PlanText(const Plan& p) {
       "peak allocated {}; PyTorch model reserves {}, anxin {}\n\n",
       static_cast<double>(p.parameters) / 1e9,
       100.0 * static_cast<double>(p.embedding_parameters) / static_cast<double>(p.parameters),
-      p.events, HumanBytes(p.peak_live), HumanBytes(p.pytorch_peak_reserved),
-      HumanBytes(p.anxin_peak_reserved));
+      p.events, FormatBytes(p.peak_live), FormatBytes(p.pytorch_peak_reserved),
+      FormatBytes(p.anxin_peak_reserved));
   out += "block_size  threshold  peak reserved  remaps\n";
   for (const auto& c : p.candidates) {
-    out += fmt::format("{:>10}  {:>9.2f}  {:>13}  {:>6}{}\n", HumanBytes(c.block_size), c.threshold,
-                       HumanBytes(c.peak_reserved), c.remaps,
+    out += fmt::format("{:>10}  {:>9.2f}  {:>13}  {:>6}{}\n", FormatBytes(c.block_size),
+                       c.threshold, FormatBytes(c.peak_reserved), c.remaps,
                        c.block_size == p.block_size && c.threshold == p.threshold ? "  <-" : "");
   }
   out += "\nembedding shard  PyTorch reserved  anxin reserved\n";
   for (const auto& t : p.shard_trials) {
-    out += fmt::format("{:>15}  {:>16}  {:>14}{}\n", t.shard ? HumanBytes(t.shard) : "unsharded",
-                       HumanBytes(t.pytorch_peak_reserved), HumanBytes(t.anxin_peak_reserved),
+    out += fmt::format("{:>15}  {:>16}  {:>14}{}\n", t.shard ? FormatBytes(t.shard) : "unsharded",
+                       FormatBytes(t.pytorch_peak_reserved), FormatBytes(t.anxin_peak_reserved),
                        t.shard == p.embedding_shard ? "  <-" : "");
   }
   std::string knobs = fmt::format("block_size:{}MiB,expand:true,fragment_threshold:{}",
@@ -149,7 +143,7 @@ std::string PlanText(const Plan& p) {
     out += fmt::format("\nrecommended: ANXIN_ALLOC_CONF=pool_size:{},{}\n", pool, knobs);
   }
   out += fmt::format("embedding shards: {}\n",
-                     p.embedding_shard ? HumanBytes(p.embedding_shard) : "keep one tensor");
+                     p.embedding_shard ? FormatBytes(p.embedding_shard) : "keep one tensor");
   if (!p.fits) {
     uint64_t device_needed =
         static_cast<uint64_t>(std::ceil(static_cast<double>(p.pool_bytes) / kMaxPoolFraction));
@@ -157,10 +151,10 @@ std::string PlanText(const Plan& p) {
         "DOES NOT FIT: the pool needs {} (peak reserved {} + 5%), but a pool may take at most "
         "{:.0f}% of the {} device ({}); enable recompute, raise the ZeRO stage, lower the "
         "micro-batch, or use a device of at least {}\n",
-        HumanBytes(p.pool_bytes), HumanBytes(p.anxin_peak_reserved), 100 * kMaxPoolFraction,
-        HumanBytes(p.device_memory),
-        HumanBytes(static_cast<uint64_t>(static_cast<double>(p.device_memory) * kMaxPoolFraction)),
-        HumanBytes(device_needed));
+        FormatBytes(p.pool_bytes), FormatBytes(p.anxin_peak_reserved), 100 * kMaxPoolFraction,
+        FormatBytes(p.device_memory),
+        FormatBytes(static_cast<uint64_t>(static_cast<double>(p.device_memory) * kMaxPoolFraction)),
+        FormatBytes(device_needed));
   }
   return out;
 }

@@ -27,8 +27,8 @@
 // the worker's CMakeLists.txt picks which .cc files are built.
 //
 // Thread safety: an Engine is used by one thread (the rank's main thread).
-#ifndef ANXIN_COMM_WORKER_ENGINE_H_
-#define ANXIN_COMM_WORKER_ENGINE_H_
+#ifndef ANXIN_COMM_WORKER_COLLECTIVE_ENGINE_H_
+#define ANXIN_COMM_WORKER_COLLECTIVE_ENGINE_H_
 
 #include <functional>
 #include <memory>
@@ -88,4 +88,4 @@ std::vector<std::string> EngineNames();
   [[maybe_unused]] const bool anxin_registered_engine_##name = \
       ::anxin::comm::RegisterEngine(#name, factory)
 
-#endif  // ANXIN_COMM_WORKER_ENGINE_H_
+#endif  // ANXIN_COMM_WORKER_COLLECTIVE_ENGINE_H_

@@ -1,4 +1,4 @@
-#include "anxin/monitor/metrics.h"
+#include "anxin/monitor/metric_registry.h"
 
 #include <fmt/format.h>
 

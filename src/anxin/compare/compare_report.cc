@@ -1,4 +1,4 @@
-#include "anxin/compare/report.h"
+#include "anxin/compare/compare_report.h"
 
 #include <fmt/format.h>
 

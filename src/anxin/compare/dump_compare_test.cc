@@ -1,5 +1,5 @@
 // Matching, thresholds, verdicts, msprobe dumps end to end, and the reports.
-#include "anxin/compare/compare.h"
+#include "anxin/compare/dump_compare.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -10,7 +10,7 @@
 
 #include "anxin/base/global_config.h"
 #include "anxin/base/testing.h"
-#include "anxin/compare/report.h"
+#include "anxin/compare/compare_report.h"
 #include "anxin/compare/testing_util.h"
 
 namespace anxin::compare {

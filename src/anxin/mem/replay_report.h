@@ -4,8 +4,8 @@
 //   ANXIN_ASSIGN_OR_RETURN(ReplayResult result, Replay(trace, ReplayOptions{}));
 //   fmt::print("{}", ReplayText(result));
 //   nlohmann::json j = ReplayJson(result);
-#ifndef ANXIN_MEM_REPORT_H_
-#define ANXIN_MEM_REPORT_H_
+#ifndef ANXIN_MEM_REPLAY_REPORT_H_
+#define ANXIN_MEM_REPLAY_REPORT_H_
 
 #include <nlohmann/json.hpp>
 #include <string>
@@ -20,10 +20,8 @@ std::string ReplayText(const ReplayResult& r);
 nlohmann::json ReplayJson(const ReplayResult& r);
 std::string PlanText(const Plan& p);
 nlohmann::json PlanJson(const Plan& p);
-// "1.23 GiB".
-std::string HumanBytes(uint64_t bytes);
 Status WriteTextFile(const std::string& path, const std::string& text);
 
 }  // namespace anxin::mem
 
-#endif  // ANXIN_MEM_REPORT_H_
+#endif  // ANXIN_MEM_REPLAY_REPORT_H_

@@ -27,8 +27,8 @@
 // WithLabels and Remove take the family's lock, which WriteText holds only
 // while it formats that one family. A series reference stays valid until the
 // series is removed (Remove, RemoveIf) or the registry is destroyed.
-#ifndef ANXIN_MONITOR_METRICS_H_
-#define ANXIN_MONITOR_METRICS_H_
+#ifndef ANXIN_MONITOR_METRIC_REGISTRY_H_
+#define ANXIN_MONITOR_METRIC_REGISTRY_H_
 
 #include <algorithm>
 #include <atomic>
@@ -230,4 +230,4 @@ std::string FormatMetricValue(double v);
 
 }  // namespace anxin::monitor
 
-#endif  // ANXIN_MONITOR_METRICS_H_
+#endif  // ANXIN_MONITOR_METRIC_REGISTRY_H_

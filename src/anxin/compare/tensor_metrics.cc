@@ -1,8 +1,10 @@
-#include "anxin/compare/metrics.h"
+#include "anxin/compare/tensor_metrics.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
+
+#include "anxin/compare/metrics_kernel.h"
 
 namespace anxin::compare {
 namespace {

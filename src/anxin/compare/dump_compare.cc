@@ -1,4 +1,4 @@
-#include "anxin/compare/compare.h"
+#include "anxin/compare/dump_compare.h"
 
 #include <algorithm>
 #include <atomic>

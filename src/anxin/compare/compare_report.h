@@ -4,12 +4,12 @@
 //
 //   #include "anxin/base/file.h"
 //
-//   CompareReport report;   // from CompareDumps (compare.h)
+//   CompareReport report;   // from CompareDumps (dump_compare.h)
 //   PrintTable(report, stdout, /*limit=*/20);
 //   ANXIN_TRY(WriteFileAtomic("report.html", RenderHtml(report)));
 //   std::string json = ToJson(report).dump(2);
-#ifndef ANXIN_COMPARE_REPORT_H_
-#define ANXIN_COMPARE_REPORT_H_
+#ifndef ANXIN_COMPARE_COMPARE_REPORT_H_
+#define ANXIN_COMPARE_COMPARE_REPORT_H_
 
 #include <cstdio>
 #include <functional>
@@ -17,7 +17,7 @@
 #include <string>
 
 #include "anxin/base/error.h"
-#include "anxin/compare/compare.h"
+#include "anxin/compare/dump_compare.h"
 
 namespace anxin::compare {
 
@@ -46,4 +46,4 @@ std::string RenderHtml(const CompareReport& report, size_t max_rows = kHtmlRows)
 
 }  // namespace anxin::compare
 
-#endif  // ANXIN_COMPARE_REPORT_H_
+#endif  // ANXIN_COMPARE_COMPARE_REPORT_H_

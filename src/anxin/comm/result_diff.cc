@@ -1,4 +1,4 @@
-#include "anxin/comm/compare.h"
+#include "anxin/comm/result_diff.h"
 
 #include <fmt/format.h>
 

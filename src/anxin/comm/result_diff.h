@@ -11,8 +11,8 @@
 //   }
 //
 // Thread safety: pure functions.
-#ifndef ANXIN_COMM_COMPARE_H_
-#define ANXIN_COMM_COMPARE_H_
+#ifndef ANXIN_COMM_RESULT_DIFF_H_
+#define ANXIN_COMM_RESULT_DIFF_H_
 
 #include <optional>
 #include <string>
@@ -55,4 +55,4 @@ nlohmann::json ToJson(const CompareReport& report);
 
 }  // namespace anxin::comm
 
-#endif  // ANXIN_COMM_COMPARE_H_
+#endif  // ANXIN_COMM_RESULT_DIFF_H_

@@ -1,6 +1,6 @@
 // Every metric against NumPy float64 on random and adversarial tensors
 // (tests/fixtures/compare/metric_cases.py writes the tensors and NumPy's numbers).
-#include "anxin/compare/metrics.h"
+#include "anxin/compare/tensor_metrics.h"
 
 #include <fmt/format.h>
 #include <gmock/gmock.h>
@@ -15,7 +15,7 @@
 
 #include "anxin/base/testing.h"
 #include "anxin/compare/api.h"
-#include "anxin/compare/compare.h"
+#include "anxin/compare/dump_compare.h"
 #include "anxin/compare/npy.h"
 #include "anxin/compare/testing_util.h"
 
