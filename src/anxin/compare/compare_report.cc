@@ -459,9 +459,10 @@ std::string RenderCsv(const CompareReport& r) {
   return text;
 }
 
-std::string RenderHtml(const CompareReport& r, size_t max_rows) {
-  std::string h;
-  h += R"(<!DOCTYPE html>
+namespace {
+
+// The page's head: its title and style sheet.
+constexpr std::string_view kHtmlHead = R"(<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>anxin compare</title>
 <style>
 body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#1d2330;background:#fafbfc}
@@ -479,6 +480,31 @@ pre{font-size:12px;white-space:pre-wrap;margin:4px 0}
 svg text{font:11px system-ui,sans-serif;fill:#5b6475}
 </style></head><body>
 )";
+
+// Sorts the table by the column clicked (data-v holds a cell's sort key).
+constexpr std::string_view kHtmlSortScript = R"(<script>
+(function(){
+  var t=document.getElementById('t'),dir={};
+  t.querySelectorAll('th').forEach(function(th,c){
+    th.addEventListener('click',function(){
+      var rows=Array.prototype.slice.call(t.tBodies[0].rows);
+      dir[c]=!dir[c];
+      rows.sort(function(a,b){
+        var x=a.cells[c],y=b.cells[c],u=x.dataset.v,w=y.dataset.v,r;
+        if(u!==undefined&&w!==undefined){r=parseFloat(u)-parseFloat(w);}
+        else{r=x.textContent.localeCompare(y.textContent);}
+        return dir[c]?r:-r;
+      });
+      rows.forEach(function(r){t.tBodies[0].appendChild(r);});
+    });
+  });
+})();
+</script></body></html>
+)";
+
+// The title and the cards with the counts.
+std::string HtmlSummary(const CompareReport& r) {
+  std::string h;
   h += "<h1>anxin compare</h1><div class=\"sub\">output <code>" + XmlEscape(r.out_path) +
        "</code> against reference <code>" + XmlEscape(r.ref_path) + "</code></div>\n";
   h += fmt::format(
@@ -488,8 +514,13 @@ svg text{font:11px system-ui,sans-serif;fill:#5b6475}
       "out / ref</div><div class=\"card\"><b>{:.3f} GB</b>compared in {:.2f} s</div></div>\n",
       r.pairs.size(), r.pass, r.warn, r.fail, r.unmatched_out.size(), r.unmatched_ref.size(),
       r.bytes_compared / 1e9, r.seconds);
+  return h;
+}
 
-  // Chart: log10 of the error along execution order.
+// Chart: log10 of the error along execution order, with the failing and
+// warning pairs marked and the first divergence drawn as a line.
+std::string HtmlChart(const CompareReport& r) {
+  std::string h;
   const double W = 1000, H = 260, L = 60, R = 10, T = 10, B = 30;
   double lo = HUGE_VAL, hi = -HUGE_VAL;
   std::vector<double> ys(r.pairs.size(), std::nan(""));
@@ -560,29 +591,37 @@ svg text{font:11px system-ui,sans-serif;fill:#5b6475}
   h += fmt::format("<text x=\"{}\" y=\"{}\">execution order (0 .. {}{})</text></svg></div>\n", L,
                    H - 8, r.pairs.empty() ? 0 : r.pairs.size() - 1,
                    per > 1 ? fmt::format("; each point the worst of {} pairs", per) : "");
+  return h;
+}
 
-  if (r.first_divergence) {
-    const PairResult& p = r.pairs[*r.first_divergence];
-    h += "<div class=\"box\"><b>First divergence</b>: #" + std::to_string(*r.first_divergence) +
-         " <code>" + XmlEscape(p.name) + "</code> <span class=\"" +
-         std::string(VerdictName(p.verdict)) + "\">" + std::string(VerdictName(p.verdict)) +
-         "</span>";
-    for (const auto& why : p.reasons) h += " &middot; " + XmlEscape(why);
-    if (!r.first_divergence_modules.empty()) {
-      h += "<br>in";
-      for (size_t k = 0; k < r.first_divergence_modules.size(); ++k)
-        h += std::string(k ? " &lt;" : "") + " <code>" + XmlEscape(r.first_divergence_modules[k]) +
-             "</code>";
-    }
-    if (!r.first_divergence_stack.empty()) {
-      h += "<pre>";
-      for (const auto& line : r.first_divergence_stack) h += XmlEscape(line) + "\n";
-      h += "</pre>";
-    }
-    h += "</div>\n";
+// The first divergence: its reasons, enclosing modules and stack.
+std::string HtmlFirstDivergence(const CompareReport& r) {
+  if (!r.first_divergence) return "";
+  std::string h;
+  const PairResult& p = r.pairs[*r.first_divergence];
+  h += "<div class=\"box\"><b>First divergence</b>: #" + std::to_string(*r.first_divergence) +
+       " <code>" + XmlEscape(p.name) + "</code> <span class=\"" +
+       std::string(VerdictName(p.verdict)) + "\">" + std::string(VerdictName(p.verdict)) +
+       "</span>";
+  for (const auto& why : p.reasons) h += " &middot; " + XmlEscape(why);
+  if (!r.first_divergence_modules.empty()) {
+    h += "<br>in";
+    for (size_t k = 0; k < r.first_divergence_modules.size(); ++k)
+      h += std::string(k ? " &lt;" : "") + " <code>" + XmlEscape(r.first_divergence_modules[k]) +
+           "</code>";
   }
+  if (!r.first_divergence_stack.empty()) {
+    h += "<pre>";
+    for (const auto& line : r.first_divergence_stack) h += XmlEscape(line) + "\n";
+    h += "</pre>";
+  }
+  h += "</div>\n";
+  return h;
+}
 
-  // The table: every pair, or the worst max_rows of them in execution order.
+// The table: every pair, or the worst max_rows of them in execution order.
+std::string HtmlTable(const CompareReport& r, size_t max_rows) {
+  std::string h;
   std::vector<size_t> rows;
   if (max_rows && r.pairs.size() > max_rows) {
     rows = r.WorstFirst();
@@ -633,6 +672,11 @@ svg text{font:11px system-ui,sans-serif;fill:#5b6475}
     h += "<td>" + XmlEscape(why) + "</td></tr>\n";
   }
   h += "</tbody></table>\n";
+  return h;
+}
+
+std::string HtmlUnmatched(const CompareReport& r) {
+  std::string h;
   if (!r.unmatched_out.empty() || !r.unmatched_ref.empty()) {
     h += "<div class=\"box\"><b>Unmatched</b>";
     for (const auto& n : r.unmatched_out) h += "<br>output only: <code>" + XmlEscape(n) + "</code>";
@@ -640,25 +684,19 @@ svg text{font:11px system-ui,sans-serif;fill:#5b6475}
       h += "<br>reference only: <code>" + XmlEscape(n) + "</code>";
     h += "</div>\n";
   }
-  h += R"(<script>
-(function(){
-  var t=document.getElementById('t'),dir={};
-  t.querySelectorAll('th').forEach(function(th,c){
-    th.addEventListener('click',function(){
-      var rows=Array.prototype.slice.call(t.tBodies[0].rows);
-      dir[c]=!dir[c];
-      rows.sort(function(a,b){
-        var x=a.cells[c],y=b.cells[c],u=x.dataset.v,w=y.dataset.v,r;
-        if(u!==undefined&&w!==undefined){r=parseFloat(u)-parseFloat(w);}
-        else{r=x.textContent.localeCompare(y.textContent);}
-        return dir[c]?r:-r;
-      });
-      rows.forEach(function(r){t.tBodies[0].appendChild(r);});
-    });
-  });
-})();
-</script></body></html>
-)";
+  return h;
+}
+
+}  // namespace
+
+std::string RenderHtml(const CompareReport& r, size_t max_rows) {
+  std::string h(kHtmlHead);
+  h += HtmlSummary(r);
+  h += HtmlChart(r);
+  h += HtmlFirstDivergence(r);
+  h += HtmlTable(r, max_rows);
+  h += HtmlUnmatched(r);
+  h += kHtmlSortScript;
   return h;
 }
 

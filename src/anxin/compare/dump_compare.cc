@@ -200,6 +200,160 @@ TensorStats StatsOf(const Metrics& m, bool out_side) {
                   : TensorStats{m.ref_max, m.ref_min, m.ref_mean, m.ref_norm};
 }
 
+// The pairs of a dump comparison before their metrics: one PairResult per
+// matched pair, and the metric jobs that fill them in.
+struct PairPlan {
+  std::vector<Job> jobs;
+  // Per pair: tensor files dump.json names that were not found.
+  std::vector<std::string> missing;
+  std::vector<size_t> job_pair;  // pair index per job
+  std::vector<int> job_side;     // 2: both sides; 0: out only; 1: ref only (stats)
+};
+
+// Adds a PairResult per matched pair to report, with its mode (tensor,
+// statistics, shape mismatch or no data), and plans the metric jobs: the
+// pair itself, or the statistics of a side that has data but none recorded.
+PairPlan PlanPairs(const Dump& out, const Dump& ref, const MatchResult& match,
+                   CompareReport& report) {
+  PairPlan plan;
+  std::vector<Job>& jobs = plan.jobs;
+  std::vector<std::string>& missing = plan.missing;
+  std::vector<size_t>& job_pair = plan.job_pair;
+  std::vector<int>& job_side = plan.job_side;
+  for (auto [i, j] : match.pairs) {
+    const Tensor& o = out.tensors[i];
+    const Tensor& r = ref.tensors[j];
+    PairResult p;
+    p.name = o.name;
+    p.ref_name = r.name;
+    p.op = o.op;
+    p.out_dtype = o.dtype ? std::string(DTypeName(*o.dtype)) : o.dtype_label;
+    p.ref_dtype = r.dtype ? std::string(DTypeName(*r.dtype)) : r.dtype_label;
+    p.out_shape = o.shape;
+    p.ref_shape = r.shape;
+    p.out_stats = o.stats;
+    p.ref_stats = r.stats;
+    const bool od = o.HasData(), rd = r.HasData();
+    if (o.shape != r.shape) {
+      p.mode = PairMode::kShapeMismatch;
+    } else if (od && rd) {
+      p.mode = PairMode::kTensor;
+      jobs.push_back({&o, &r, MetricParams::For(*o.dtype, *r.dtype)});
+      job_pair.push_back(report.pairs.size());
+      job_side.push_back(2);
+    } else if ((od || o.stats) && (rd || r.stats)) {
+      p.mode = PairMode::kStatistics;
+      // A side with data but no recorded statistics gets them computed.
+      if (od && !o.stats) {
+        jobs.push_back({&o, &o, MetricParams::For(*o.dtype, *o.dtype)});
+        job_pair.push_back(report.pairs.size());
+        job_side.push_back(0);
+      }
+      if (rd && !r.stats) {
+        jobs.push_back({&r, &r, MetricParams::For(*r.dtype, *r.dtype)});
+        job_pair.push_back(report.pairs.size());
+        job_side.push_back(1);
+      }
+    } else {
+      p.mode = PairMode::kNoData;
+    }
+    std::string gone;
+    for (const Tensor* t : {&o, &r})
+      if (!t->missing_file.empty())
+        gone += (gone.empty() ? "" : "; ") + std::string(t == &o ? "output" : "reference") +
+                " tensor file missing: " + t->missing_file;
+    missing.push_back(std::move(gone));
+    report.pairs.push_back(std::move(p));
+  }
+
+  return plan;
+}
+
+// Puts each job's metrics (or statistics) into its pair, and counts the
+// bytes compared and how the kernel ran.
+void StoreMetrics(const PairPlan& plan, const std::vector<MetricAccumulator>& merged,
+                  CompareReport& report) {
+  const std::vector<Job>& jobs = plan.jobs;
+  const std::vector<size_t>& job_pair = plan.job_pair;
+  const std::vector<int>& job_side = plan.job_side;
+  for (size_t k = 0; k < jobs.size(); ++k) {
+    PairResult& p = report.pairs[job_pair[k]];
+    Metrics m = merged[k].Finish(jobs[k].params);
+    report.kernel += merged[k].Stats();
+    if (job_side[k] == 2) {
+      report.bytes_compared += jobs[k].out->NumBytes() + jobs[k].ref->NumBytes();
+      p.out_stats = StatsOf(m, true);
+      p.ref_stats = StatsOf(m, false);
+      p.metrics = m;
+    } else {
+      report.bytes_compared += jobs[k].out->NumBytes();
+      (job_side[k] == 0 ? p.out_stats : p.ref_stats) = StatsOf(m, true);
+    }
+  }
+}
+
+// The verdict and reasons of every pair under the thresholds, and the counts.
+void DecideVerdicts(const CompareOptions& options, const std::vector<std::string>& missing,
+                    CompareReport& report) {
+  for (size_t i = 0; i < report.pairs.size(); ++i) {
+    PairResult& p = report.pairs[i];
+    Thresholds t = options.thresholds.For(p.name, ParseDTypeName(p.out_dtype));
+    VerdictResult v;
+    switch (p.mode) {
+      case PairMode::kTensor:
+        v = Decide(*p.metrics, t);
+        p.stat_diffs = DiffStats(*p.out_stats, *p.ref_stats);
+        break;
+      case PairMode::kStatistics:
+        p.stat_diffs = DiffStats(*p.out_stats, *p.ref_stats);
+        v = DecideStats(*p.stat_diffs, t);
+        break;
+      case PairMode::kShapeMismatch:
+        v.verdict = Verdict::kFail;
+        v.reasons.push_back("shape " + ShapeString(p.out_shape) + " vs reference " +
+                            ShapeString(p.ref_shape));
+        break;
+      case PairMode::kNoData:
+        v.verdict = Verdict::kFail;
+        v.reasons.push_back("no data or statistics on one side");
+        break;
+    }
+    if (!missing[i].empty()) {
+      // Never a pass on statistics alone when the data was meant to be there.
+      if (v.verdict == Verdict::kPass) v.verdict = Verdict::kWarn;
+      v.reasons.push_back(missing[i] + (p.mode == PairMode::kStatistics
+                                            ? " (compared on the dump.json statistics)"
+                                            : ""));
+    }
+    p.verdict = v.verdict;
+    p.reasons = std::move(v.reasons);
+    if (p.verdict == Verdict::kPass) ++report.pass;
+    if (p.verdict == Verdict::kWarn) ++report.warn;
+    if (p.verdict == Verdict::kFail) ++report.fail;
+  }
+}
+
+// The first failing pair (else the first warning one), with the stack and
+// the modules of its operator from either dump.
+void FindFirstDivergence(const Dump& out, const Dump& ref, CompareReport& report) {
+  for (Verdict want : {Verdict::kFail, Verdict::kWarn}) {
+    for (size_t i = 0; i < report.pairs.size() && !report.first_divergence; ++i)
+      if (report.pairs[i].verdict == want) report.first_divergence = i;
+    if (report.first_divergence) break;
+  }
+  if (report.first_divergence) {
+    const std::string& op = report.pairs[*report.first_divergence].op;
+    if (auto it = out.stacks.find(op); it != out.stacks.end()) {
+      report.first_divergence_stack = it->second;
+    } else if (auto it2 = ref.stacks.find(op); it2 != ref.stacks.end()) {
+      report.first_divergence_stack = it2->second;
+    }
+    report.first_divergence_modules = EnclosingModules(out, op);
+    if (report.first_divergence_modules.empty())
+      report.first_divergence_modules = EnclosingModules(ref, op);
+  }
+}
+
 }  // namespace
 
 std::string_view PairModeName(PairMode m) {
@@ -259,126 +413,11 @@ CompareReport CompareDumps(const Dump& out, const Dump& ref, const CompareOption
   for (size_t i : match.unmatched_out) report.unmatched_out.push_back(out.tensors[i].name);
   for (size_t j : match.unmatched_ref) report.unmatched_ref.push_back(ref.tensors[j].name);
 
-  std::vector<Job> jobs;
-  // Per pair: tensor files dump.json names that were not found.
-  std::vector<std::string> missing;
-  std::vector<size_t> job_pair;  // pair index per job
-  std::vector<int> job_side;     // 2: both sides; 0: out only; 1: ref only (stats)
-  for (auto [i, j] : match.pairs) {
-    const Tensor& o = out.tensors[i];
-    const Tensor& r = ref.tensors[j];
-    PairResult p;
-    p.name = o.name;
-    p.ref_name = r.name;
-    p.op = o.op;
-    p.out_dtype = o.dtype ? std::string(DTypeName(*o.dtype)) : o.dtype_label;
-    p.ref_dtype = r.dtype ? std::string(DTypeName(*r.dtype)) : r.dtype_label;
-    p.out_shape = o.shape;
-    p.ref_shape = r.shape;
-    p.out_stats = o.stats;
-    p.ref_stats = r.stats;
-    const bool od = o.HasData(), rd = r.HasData();
-    if (o.shape != r.shape) {
-      p.mode = PairMode::kShapeMismatch;
-    } else if (od && rd) {
-      p.mode = PairMode::kTensor;
-      jobs.push_back({&o, &r, MetricParams::For(*o.dtype, *r.dtype)});
-      job_pair.push_back(report.pairs.size());
-      job_side.push_back(2);
-    } else if ((od || o.stats) && (rd || r.stats)) {
-      p.mode = PairMode::kStatistics;
-      // A side with data but no recorded statistics gets them computed.
-      if (od && !o.stats) {
-        jobs.push_back({&o, &o, MetricParams::For(*o.dtype, *o.dtype)});
-        job_pair.push_back(report.pairs.size());
-        job_side.push_back(0);
-      }
-      if (rd && !r.stats) {
-        jobs.push_back({&r, &r, MetricParams::For(*r.dtype, *r.dtype)});
-        job_pair.push_back(report.pairs.size());
-        job_side.push_back(1);
-      }
-    } else {
-      p.mode = PairMode::kNoData;
-    }
-    std::string gone;
-    for (const Tensor* t : {&o, &r})
-      if (!t->missing_file.empty())
-        gone += (gone.empty() ? "" : "; ") + std::string(t == &o ? "output" : "reference") +
-                " tensor file missing: " + t->missing_file;
-    missing.push_back(std::move(gone));
-    report.pairs.push_back(std::move(p));
-  }
-
-  auto merged = RunJobs(jobs, report.threads, options, &report.threads);
-  for (size_t k = 0; k < jobs.size(); ++k) {
-    PairResult& p = report.pairs[job_pair[k]];
-    Metrics m = merged[k].Finish(jobs[k].params);
-    report.kernel += merged[k].Stats();
-    if (job_side[k] == 2) {
-      report.bytes_compared += jobs[k].out->NumBytes() + jobs[k].ref->NumBytes();
-      p.out_stats = StatsOf(m, true);
-      p.ref_stats = StatsOf(m, false);
-      p.metrics = m;
-    } else {
-      report.bytes_compared += jobs[k].out->NumBytes();
-      (job_side[k] == 0 ? p.out_stats : p.ref_stats) = StatsOf(m, true);
-    }
-  }
-
-  for (size_t i = 0; i < report.pairs.size(); ++i) {
-    PairResult& p = report.pairs[i];
-    Thresholds t = options.thresholds.For(p.name, ParseDTypeName(p.out_dtype));
-    VerdictResult v;
-    switch (p.mode) {
-      case PairMode::kTensor:
-        v = Decide(*p.metrics, t);
-        p.stat_diffs = DiffStats(*p.out_stats, *p.ref_stats);
-        break;
-      case PairMode::kStatistics:
-        p.stat_diffs = DiffStats(*p.out_stats, *p.ref_stats);
-        v = DecideStats(*p.stat_diffs, t);
-        break;
-      case PairMode::kShapeMismatch:
-        v.verdict = Verdict::kFail;
-        v.reasons.push_back("shape " + ShapeString(p.out_shape) + " vs reference " +
-                            ShapeString(p.ref_shape));
-        break;
-      case PairMode::kNoData:
-        v.verdict = Verdict::kFail;
-        v.reasons.push_back("no data or statistics on one side");
-        break;
-    }
-    if (!missing[i].empty()) {
-      // Never a pass on statistics alone when the data was meant to be there.
-      if (v.verdict == Verdict::kPass) v.verdict = Verdict::kWarn;
-      v.reasons.push_back(missing[i] + (p.mode == PairMode::kStatistics
-                                            ? " (compared on the dump.json statistics)"
-                                            : ""));
-    }
-    p.verdict = v.verdict;
-    p.reasons = std::move(v.reasons);
-    if (p.verdict == Verdict::kPass) ++report.pass;
-    if (p.verdict == Verdict::kWarn) ++report.warn;
-    if (p.verdict == Verdict::kFail) ++report.fail;
-  }
-
-  for (Verdict want : {Verdict::kFail, Verdict::kWarn}) {
-    for (size_t i = 0; i < report.pairs.size() && !report.first_divergence; ++i)
-      if (report.pairs[i].verdict == want) report.first_divergence = i;
-    if (report.first_divergence) break;
-  }
-  if (report.first_divergence) {
-    const std::string& op = report.pairs[*report.first_divergence].op;
-    if (auto it = out.stacks.find(op); it != out.stacks.end()) {
-      report.first_divergence_stack = it->second;
-    } else if (auto it2 = ref.stacks.find(op); it2 != ref.stacks.end()) {
-      report.first_divergence_stack = it2->second;
-    }
-    report.first_divergence_modules = EnclosingModules(out, op);
-    if (report.first_divergence_modules.empty())
-      report.first_divergence_modules = EnclosingModules(ref, op);
-  }
+  PairPlan plan = PlanPairs(out, ref, match, report);
+  auto merged = RunJobs(plan.jobs, report.threads, options, &report.threads);
+  StoreMetrics(plan, merged, report);
+  DecideVerdicts(options, plan.missing, report);
+  FindFirstDivergence(out, ref, report);
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return report;
 }
