@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <cmath>
 #include <optional>
 
 #include "anxin/base/strings.h"
@@ -124,7 +125,7 @@ std::optional<double> Number(std::string_view v) {
   if (Missing(v)) return std::nullopt;
   double d = 0;
   auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), d);
-  if (ec != std::errc() || end != v.data() + v.size()) return std::nullopt;
+  if (ec != std::errc() || end != v.data() + v.size() || !std::isfinite(d)) return std::nullopt;
   return d;
 }
 
@@ -288,6 +289,11 @@ class InfoReader {
       process_refs_.push_back({row.line, *npu, -1});
       return CloseCard(row.line);
     }
+    // Data rows start with a number; only other rows can be headers.
+    if (row.cells.empty() || row.cells[0].empty() ||
+        std::isdigit(static_cast<unsigned char>(row.cells[0][0]))) {
+      return DataRow(row);
+    }
     Header h;
     h.line = row.line;
     h.cells = row.cells;
@@ -312,6 +318,10 @@ class InfoReader {
       section_ = Section::kProcesses;
       return Ok();
     }
+    return DataRow(row);
+  }
+
+  Status DataRow(const Row& row) {
     switch (section_) {
       case Section::kDevices:
         return DeviceRow(row);
@@ -510,6 +520,35 @@ std::map<std::string, std::string> ParseKeyValues(std::string_view text) {
   return out;
 }
 
+namespace {
+
+// ParseKeyValues, refusing a key printed twice with different values (two
+// outputs run together): `what` names the output in the message.
+Result<std::map<std::string, std::string>> UniqueKeyValues(std::string_view text,
+                                                           std::string_view what) {
+  std::map<std::string, std::string> out;
+  std::map<std::string, size_t> where;
+  std::vector<std::string_view> lines = SplitLines(text);
+  for (size_t i = 0; i < lines.size(); ++i) {
+    size_t colon = lines[i].find(':');
+    if (colon == std::string_view::npos) continue;
+    std::string key = NormalKey(lines[i].substr(0, colon));
+    if (key.empty()) continue;
+    std::string value(Trim(lines[i].substr(colon + 1)));
+    auto [it, added] = out.emplace(key, value);
+    if (added) {
+      where[key] = i + 1;
+    } else if (it->second != value) {
+      return DataLoss(fmt::format(
+          "{}: line {}: '{}' is '{}', but '{}' on line {}: one device's output is expected",
+          what, i + 1, key, value, it->second, where[key]));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 Result<NpuSmiInfo> ParseNpuSmiInfo(std::string_view text) {
   InfoReader reader;
   auto info = reader.Read(text);
@@ -523,7 +562,7 @@ Result<NpuSmiInfo> ParseNpuSmiInfo(std::string_view text) {
 }
 
 Result<NpuSmiHealth> ParseNpuSmiHealth(std::string_view text) {
-  auto kv = ParseKeyValues(text);
+  ANXIN_ASSIGN_OR_RETURN(auto kv, UniqueKeyValues(text, "npu-smi info -t health"));
   auto it = kv.find("health status");
   if (it == kv.end()) it = kv.find("health");
   if (it == kv.end() || it->second.empty()) {
@@ -551,7 +590,8 @@ double NpuSmiUsages::Get(std::string_view key) const {
 
 Result<NpuSmiUsages> ParseNpuSmiUsages(std::string_view text) {
   NpuSmiUsages u;
-  for (const auto& [k, v] : ParseKeyValues(text)) {
+  ANXIN_ASSIGN_OR_RETURN(auto kv, UniqueKeyValues(text, "npu-smi info -t usages"));
+  for (const auto& [k, v] : kv) {
     if (auto d = Number(v)) u.values[k] = *d;
   }
   if (u.values.empty()) {

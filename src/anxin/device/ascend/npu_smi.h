@@ -16,8 +16,9 @@
 // holds exactly that many values, split at spaces ("59356/ 65536" and
 // "0    / 0" are one value each). A name is a capitalised word and the
 // lowercase words after it ("Process id"). The key-value outputs (health,
-// usages, hccn_tool) are read by key, ignoring case and spacing. A value
-// printed as "-" or "NA" is left out (kNotReported).
+// usages, hccn_tool) are read by key, ignoring case and spacing; a key
+// printed twice with different values (two outputs run together) is
+// refused. A value printed as "-" or "NA" is left out (kNotReported).
 //
 // `npu-smi info` is read row by row, each row known by its own content, so
 // separator rules, blank lines, CRLF line ends, column padding and whether
