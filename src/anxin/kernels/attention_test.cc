@@ -149,6 +149,8 @@ TEST(AttentionForward, MatchesFloat64OnEveryPathDtypeAndMask) {
     for (ElementType t : {ElementType::kFloat32, ElementType::kBFloat16, ElementType::kFloat16}) {
       for (const Case& c : kCases) {
         for (auto [lq, lk] : {std::pair{130, 130}, std::pair{67, 130}}) {
+          // Fewer queries than keys (a decode-like block) on the path auto picks.
+          if (lq != lk && isa != AvailableIsas().back()) continue;
           SCOPED_TRACE(::testing::Message() << IsaName(isa) << " " << ElementTypeName(t) << " "
                                             << c.name << " q_len " << lq << " kv_len " << lk);
           AttentionArgs a = Args(t, c, lq, lk, valid);

@@ -36,5 +36,22 @@ TEST(BucketsPlanCommand, PrintsTheTableAndExitsTwoOnBadInput) {
       2);
 }
 
+TEST(PrecisionCheckCommand, TableJsonAndExitCodes) {
+  const std::string dump = testing::FixturePath("kernels/precision-dump");
+  auto out = testing::RunAnxin({"precision", "check", dump});
+  EXPECT_EQ(out.exit_code, 1) << out.stderr_text;
+  EXPECT_THAT(out.stdout_text, HasSubstr("4 flagged"));
+  EXPECT_THAT(out.stdout_text, HasSubstr("fp16-overflow"));
+  auto js = testing::RunAnxin({"--json", "precision", "check", dump});
+  ASSERT_EQ(js.exit_code, 1) << js.stderr_text;
+  EXPECT_EQ(nlohmann::json::parse(js.stdout_text)["flagged"], 4);
+  auto clean = testing::RunAnxin(
+      {"precision", "check", testing::FixturePath("msprobe/gpu_dump/step0/proc2016")});
+  EXPECT_EQ(clean.exit_code, 0) << clean.stderr_text;
+  EXPECT_THAT(clean.stdout_text, HasSubstr("0 flagged"));
+  testing::TempDir dir;
+  EXPECT_EQ(testing::RunAnxin({"precision", "check", dir.path()}).exit_code, 2);
+}
+
 }  // namespace
 }  // namespace anxin::kernels
