@@ -172,7 +172,7 @@ TEST(NetsimValidation, UncongestedCollectivesMatchTheAlphaBetaModel) {
                                  ", " + std::to_string(bytes);
         if (algo == CollAlgo::kTree) {
           EXPECT_GE(got.time_us, got.model_us * 0.98) << what;
-          EXPECT_LE(got.time_us, got.model_us * 1.3) << what;
+          EXPECT_LE(got.time_us, got.model_us * 1.5) << what;
         } else {
           EXPECT_NEAR(got.time_us, got.model_us, got.model_us * 0.02) << what;
         }

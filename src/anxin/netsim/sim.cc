@@ -339,8 +339,10 @@ class Simulator {
       if (pid == kNone) return;
     }
     Packet& pk = packets_[pid];
-    port.deficit[p] -= pk.wire;
-    if (port.deficit[p] <= 0) port.rr = (p + 1) % kPriorities;
+    if (!s_.queues[static_cast<size_t>(p)].strict) {
+      port.deficit[p] -= pk.wire;
+      if (port.deficit[p] <= 0) port.rr = (p + 1) % kPriorities;
+    }
     port.busy = pid;
     port.tx_bytes[p] += pk.wire;
     const uint64_t ser = static_cast<uint64_t>(std::llround(pk.wire * port.ps_per_byte));
