@@ -4,6 +4,7 @@
 //
 //   std::string_view v = Trim("  42 \n");                    // "42"
 //   std::optional<int64_t> n = ParseInt(v);                   // 42
+//   std::optional<double> x = ParseDouble(" 2.5e3 ");           // 2500
 //   std::string text = "cpu0\ncpu1\n";
 //   for (std::string_view line : SplitLines(text)) std::puts(std::string(line).c_str());
 //   std::vector<std::string_view> words = SplitWords("a  b\tc");   // "a", "b", "c"
@@ -37,6 +38,9 @@ std::vector<std::string_view> Split(std::string_view s, char sep);
 // A whole (trimmed) token as a base-10 integer (or base 16 with "0x");
 // nullopt otherwise.
 std::optional<int64_t> ParseInt(std::string_view s);
+// A whole (trimmed) token as a decimal floating-point number ("20", "0.5",
+// "1e-3", "inf", "nan"); nullopt otherwise. Locale-independent.
+std::optional<double> ParseDouble(std::string_view s);
 // ASCII lower case.
 std::string ToLower(std::string_view s);
 // True when a and b differ at most in the case of ASCII letters (HTTP header

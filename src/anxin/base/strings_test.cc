@@ -3,6 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <limits>
+
 namespace anxin {
 namespace {
 
@@ -37,6 +39,18 @@ TEST(StringsTest, ParseIntIsStrict) {
   EXPECT_EQ(ParseInt(""), std::nullopt);
   EXPECT_EQ(ParseInt("-"), std::nullopt);
   EXPECT_EQ(ParseInt("99999999999999999999"), std::nullopt);
+}
+
+TEST(StringsTest, ParseDoubleTakesWholeTokensOnly) {
+  EXPECT_EQ(ParseDouble(" 2.5 "), 2.5);
+  EXPECT_EQ(ParseDouble("-1e-3"), -1e-3);
+  EXPECT_EQ(ParseDouble("20"), 20.0);
+  EXPECT_EQ(ParseDouble("inf"), std::numeric_limits<double>::infinity());
+  EXPECT_EQ(ParseDouble("2.5x"), std::nullopt);
+  EXPECT_EQ(ParseDouble("1,5"), std::nullopt);
+  EXPECT_EQ(ParseDouble(""), std::nullopt);
+  EXPECT_EQ(ParseDouble("."), std::nullopt);
+  EXPECT_EQ(ParseDouble("1e999"), std::nullopt);  // out of range
 }
 
 TEST(StringsTest, ToLowerIsAscii) { EXPECT_EQ(ToLower("HCCL_Algo"), "hccl_algo"); }
