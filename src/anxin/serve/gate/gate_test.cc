@@ -10,6 +10,7 @@
 namespace anxin::serve::gate {
 namespace {
 
+using ::anxin::testing::HasCode;
 using ::anxin::testing::IsOk;
 using ::anxin::testing::WaitFor;
 using ::testing::HasSubstr;
@@ -120,6 +121,23 @@ GateOptions Options(int upstream_port, int cap, int queue) {
   o.max_concurrency = cap;
   o.max_queue = queue;
   return o;
+}
+
+TEST(GateOptions, FromFlags) {
+  auto o = MakeGateOptions({.upstream = "http://localhost:8001/",
+                            .queue_timeout = "2s",
+                            .bypass = "/health,,/v1/models"});
+  ASSERT_THAT(o, IsOk());
+  EXPECT_EQ(o->upstream_host, "127.0.0.1");
+  EXPECT_EQ(o->upstream_port, 8001);
+  EXPECT_EQ(o->queue_timeout_seconds, 2);
+  EXPECT_EQ(o->bypass, (std::vector<std::string>{"/health", "/v1/models"}));
+  EXPECT_THAT(MakeGateOptions({.upstream = "https://127.0.0.1:8000"}),
+              HasCode(ErrorCode::kInvalidArgument, HasSubstr("https is not proxied")));
+  EXPECT_THAT(MakeGateOptions({.upstream = "http://127.0.0.1:99999"}),
+              HasCode(ErrorCode::kInvalidArgument, HasSubstr("bad port")));
+  EXPECT_THAT(MakeGateOptions({.upstream = "http://127.0.0.1:8000", .queue_timeout = "soon"}),
+              HasCode(ErrorCode::kInvalidArgument, HasSubstr("--queue-timeout")));
 }
 
 TEST(Gate, PassesStreamsThroughByteForByte) {

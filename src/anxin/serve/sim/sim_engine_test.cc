@@ -3,6 +3,7 @@
 #include <map>
 
 #include "anxin/base/testing.h"
+#include "anxin/serve/sim/sim_options.h"
 #include "anxin/serve/sim/sim_text.h"
 
 namespace anxin::serve::sim {
@@ -39,6 +40,37 @@ std::map<RequestId, int> RunToEnd(Engine& e, int cap, int* max_batch = nullptr) 
   }
   EXPECT_FALSE(e.HasWork()) << "the engine did not finish";
   return tokens;
+}
+
+TEST(SimServeOptions, BlocksFromThePlanKvMemoryOrNumBlocks) {
+  SimServeRequest req;  // llama-3-8b on 80GiB
+  req.kv_format = "int4";
+  auto plan = PlanSimServe(req);
+  ASSERT_THAT(plan, IsOk());
+  const EngineOptions& e = plan->options.engine;
+  EXPECT_EQ(e.shape.kv_heads, 8);
+  EXPECT_EQ(e.format.Name(), "int4");
+  EXPECT_GT(e.num_blocks, 0);
+  EXPECT_EQ(plan->blocks_from, "kv plan of llama-3-8b on 80GiB");
+  // 1 GiB of int4 blocks of 16 tokens: 32 layers x 8 heads x 128 x 2 (K, V) x 4.5 bits.
+  req.kv_memory = "1GiB";
+  plan = PlanSimServe(req);
+  ASSERT_THAT(plan, IsOk());
+  EXPECT_EQ(plan->options.engine.num_blocks,
+            static_cast<int>((1ull << 30) / (16ull * 32 * 8 * 128 * 2 * 9 / 16)));
+  req.num_blocks = 64;
+  plan = PlanSimServe(req);
+  ASSERT_THAT(plan, IsOk());
+  EXPECT_EQ(plan->options.engine.num_blocks, 64);
+  EXPECT_EQ(plan->blocks_from, "--num-blocks");
+  req.kv_format = "int3";
+  EXPECT_THAT(PlanSimServe(req), HasCode(ErrorCode::kInvalidArgument));
+  req.kv_format = "int4";
+  req.num_blocks = 0;
+  req.kv_memory = "";
+  req.plan.device_memory = "8GiB";  // the weights alone are 16 GB
+  EXPECT_THAT(PlanSimServe(req),
+              HasCode(ErrorCode::kInvalidArgument, ::testing::HasSubstr("no KV blocks fit")));
 }
 
 TEST(Engine, EveryRequestGetsItsTokensUnderTheCap) {
