@@ -3,6 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <limits>
+
 namespace anxin {
 namespace {
 
@@ -42,6 +44,8 @@ TEST(StringsTest, ParseDoubleIsStrict) {
   EXPECT_FALSE(ParseDouble("nan"));
   EXPECT_FALSE(ParseDouble("1e999"));
   EXPECT_FALSE(ParseDouble("1 2"));
+  EXPECT_FALSE(ParseDouble("1,5"));
+  EXPECT_FALSE(ParseDouble("."));
 }
 
 TEST(StringsTest, FormatBytesRounded) {

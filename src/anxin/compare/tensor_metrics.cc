@@ -4,38 +4,22 @@
 #include <cmath>
 #include <limits>
 
+#include "anxin/base/cpu_dispatch.h"
 #include "anxin/compare/metrics_kernel.h"
 
 namespace anxin::compare {
 namespace {
 
-bool CpuHas(KernelPath path) {
-  switch (path) {
-    case KernelPath::kAvx512:
-      return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
-             __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
-             __builtin_cpu_supports("f16c") && __builtin_cpu_supports("popcnt");
-    case KernelPath::kAvx2:
-      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-             __builtin_cpu_supports("f16c") && __builtin_cpu_supports("popcnt");
-    default:
-      return true;
-  }
-}
-
-KernelPath Best() {
-  static const KernelPath best = CpuHas(KernelPath::kAvx512) ? KernelPath::kAvx512
-                                 : CpuHas(KernelPath::kAvx2) ? KernelPath::kAvx2
-                                                             : KernelPath::kBaseline;
-  return best;
-}
+CpuIsa IsaOf(KernelPath path) { return static_cast<CpuIsa>(path); }
+static_assert(static_cast<int>(KernelPath::kAvx512) == static_cast<int>(CpuIsa::kAvx512) &&
+              static_cast<int>(KernelPath::kAvx2) == static_cast<int>(CpuIsa::kAvx2) &&
+              static_cast<int>(KernelPath::kAuto) == static_cast<int>(CpuIsa::kAuto));
 
 void RunKernel(KernelPath path, const kernel::Args& args, kernel::Sums& sums) {
-  if (path == KernelPath::kAuto || !CpuHas(path)) path = Best();
-  switch (path) {
-    case KernelPath::kAvx512:
+  switch (ResolveCpuIsa(IsaOf(path))) {
+    case CpuIsa::kAvx512:
       return kernel::RunAvx512(args, sums);
-    case KernelPath::kAvx2:
+    case CpuIsa::kAvx2:
       return kernel::RunAvx2(args, sums);
     default:
       return kernel::RunBaseline(args, sums);
@@ -78,24 +62,12 @@ kernel::Args ArgsFor(const MetricParams& p, size_t n) {
 
 }  // namespace
 
-std::string_view KernelPathName(KernelPath path) {
-  switch (path) {
-    case KernelPath::kAuto:
-      return "auto";
-    case KernelPath::kBaseline:
-      return "baseline";
-    case KernelPath::kAvx2:
-      return "avx2";
-    case KernelPath::kAvx512:
-      return "avx512";
-  }
-  return "?";
-}
+std::string_view KernelPathName(KernelPath path) { return CpuIsaName(IsaOf(path)); }
 
 std::vector<KernelPath> AvailableKernelPaths() {
   std::vector<KernelPath> paths{KernelPath::kBaseline};
   for (KernelPath p : {KernelPath::kAvx2, KernelPath::kAvx512})
-    if (CpuHas(p)) paths.push_back(p);
+    if (CpuSupports(IsaOf(p))) paths.push_back(p);
   return paths;
 }
 
