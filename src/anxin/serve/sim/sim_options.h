@@ -6,8 +6,8 @@
 //   SimServeRequest req;                       // llama-3-8b on 80GiB, fp16
 //   req.kv_format = "int4";
 //   ANXIN_ASSIGN_OR_RETURN(SimServePlan plan, PlanSimServe(req));
-//   plan.options.engine.num_blocks;            // blocks the plan sized
-//   plan.blocks_from;                          // "kv plan of llama-3-8b on 80GiB"
+//   int blocks = plan.options.engine.num_blocks;   // blocks the plan sized
+//   std::string from = plan.blocks_from;         // "kv plan of llama-3-8b on 80GiB"
 //   SimServer sim(plan.options);
 //
 // Errors name the flag and the fix (--kv-format, --model, --kv-memory, ...).
