@@ -96,18 +96,6 @@ inline bool WaitFor(const std::function<bool()>& done,
 
 // The whole file as bytes; "" when it cannot be read (the test's own
 // expectations then fail on the content).
-// Polls done() every few milliseconds until it holds (true) or timeout
-// passes (false): for state another thread reaches, without sleep-and-hope.
-//   ASSERT_TRUE(WaitFor([&] { return server.Snapshot().open == 1; }, 10s));
-inline bool WaitFor(const std::function<bool()>& done, std::chrono::milliseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!done()) {
-    if (std::chrono::steady_clock::now() >= deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  return true;
-}
-
 inline std::string ReadTextFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   std::stringstream ss;
