@@ -240,11 +240,18 @@ std::string TwoNpusWithoutRules() {
       ::anxin::testing::FixturePath("ascend/npu-smi-info-16x910B2C-busy.txt"));
   std::string out;
   std::istringstream in(text);
+  bool in_processes = false, drop_chip_row = false;
   for (std::string line; std::getline(in, line);) {
     if (line.starts_with("+===")) continue;
-    // Device, chip and process rows of NPUs 2..15 go; Chip rows start "| 0 ".
-    if (line.size() > 3 && line.starts_with("| ") && std::isdigit(line[2]) &&
-        std::stoi(line.substr(2)) > 1) {
+    // Rows of NPUs 2..15: an NPU row, the Chip row after it, process rows.
+    if (line.find("Process id") != std::string::npos) in_processes = true;
+    const bool row = line.size() > 3 && line.starts_with("| ") && std::isdigit(line[2]);
+    if (row && drop_chip_row) {
+      drop_chip_row = false;
+      continue;
+    }
+    if (row && std::stoi(line.substr(2)) > 1) {
+      drop_chip_row = !in_processes;
       continue;
     }
     out += line + "\n";

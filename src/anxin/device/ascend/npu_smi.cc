@@ -540,8 +540,8 @@ Result<std::map<std::string, std::string>> UniqueKeyValues(std::string_view text
       where[key] = i + 1;
     } else if (it->second != value) {
       return DataLoss(fmt::format(
-          "{}: line {}: '{}' is '{}', but '{}' on line {}: one device's output is expected",
-          what, i + 1, key, value, it->second, where[key]));
+          "{}: line {}: '{}' is '{}', but '{}' on line {}: one device's output is expected", what,
+          i + 1, key, value, it->second, where[key]));
     }
   }
   return out;
