@@ -93,8 +93,12 @@ int main(int argc, char** argv) {
   std::printf("%s\n", j.dump().c_str());
   // An exact-packet idle ring must match the model; trains coarsen the
   // pipeline at each hop, so they get a looser bound.
+  // A message of only a few trains is store-and-forwarded a train at a time,
+  // which the model (per packet) does not describe: no check then.
+  const uint64_t message = *bytes / static_cast<uint64_t>(s.topology.hosts);
+  const bool comparable = s.train_packets == 1 || message >= 16ull * s.train_packets * s.mtu;
   const double bound = s.train_packets == 1 ? 0.02 : 0.10;
-  if (std::fabs(off) > bound) {
+  if (comparable && std::fabs(off) > bound) {
     std::fprintf(stderr, "error: the run is %.1f%% off the alpha-beta model\n", off * 100);
     return 1;
   }

@@ -449,10 +449,6 @@ Result<Scenario> ParseScenario(std::string_view yaml, const std::string& name) {
   }
   if (auto sw = root.Find("switch")) ANXIN_TRY(ParseSwitch(*sw, s));
   if (auto d = root.Find("dcqcn")) ANXIN_TRY(ParseDcqcn(*d, s.dcqcn));
-  if (auto q = root.Find("qos")) {
-    ANXIN_TRY(q->CheckKeys({"from_host"}));
-    ANXIN_ASSIGN_OR_RETURN(s.qos_source, q->Get<std::string>("from_host"));
-  }
   if (auto t = root.Find("traffic")) ANXIN_TRY(ParseTraffic(*t, s));
   if (auto l = root.Find("limits")) {
     ANXIN_TRY(l->CheckKeys({"max_events", "max_memory", "max_sim_time"}));
