@@ -433,8 +433,7 @@ Status ValidateScenario(const Scenario& s) {
 
 Result<Scenario> ParseScenario(std::string_view yaml, const std::string& name) {
   ANXIN_ASSIGN_OR_RETURN(ConfigNode root, ConfigNode::Parse(yaml, name));
-  ANXIN_TRY(
-      root.CheckKeys({"seed", "topology", "nic", "switch", "dcqcn", "traffic", "limits", "qos"}));
+  ANXIN_TRY(root.CheckKeys({"seed", "topology", "nic", "switch", "dcqcn", "traffic", "limits"}));
   Scenario s = DefaultScenario();
   s.source = name;
   ANXIN_ASSIGN_OR_RETURN(s.seed, root.Get<uint64_t>("seed", 1));
