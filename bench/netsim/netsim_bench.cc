@@ -6,18 +6,32 @@
 // an idle ring must land within 2% of it).
 //   netsim_bench HOSTS BYTES TRAIN_PACKETS
 //   netsim_bench SCENARIO.yaml        (what `anxin sim net --json` prints)
+//   netsim_bench text A.yaml [B.yaml]  (what `anxin sim net [--compare]` prints)
 #include <sys/resource.h>
 
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "anxin/base/config.h"
 #include "anxin/netsim/netsim.h"
 #include "anxin/netsim/sim.h"
 
 int main(int argc, char** argv) {
+  if (argc >= 3 && std::string(argv[1]) == "text") {
+    anxin::netsim::SimNetOptions o;
+    for (int i = 2; i < argc; ++i) o.scenarios.push_back(argv[i]);
+    o.compare = argc == 4;
+    auto out = anxin::netsim::RunSimNet(o);
+    if (!out) {
+      std::fprintf(stderr, "error: %s\n", out.error().ToString().c_str());
+      return 2;
+    }
+    std::fputs(out->text.c_str(), stdout);
+    return out->status;
+  }
   if (argc == 2) {
     anxin::netsim::SimNetOptions o;
     o.scenarios = {argv[1]};
@@ -66,6 +80,7 @@ int main(int argc, char** argv) {
                       {"train_packets", s.train_packets},
                       {"events", r->events},
                       {"wall_s", r->wall_s},
+                      {"cpu_s", r->cpu_s},
                       {"events_per_s", r->events_per_s},
                       {"peak_flows", r->peak_flows},
                       {"peak_packets", r->peak_packets},
@@ -78,8 +93,12 @@ int main(int argc, char** argv) {
   std::printf("%s\n", j.dump().c_str());
   // An exact-packet idle ring must match the model; trains coarsen the
   // pipeline at each hop, so they get a looser bound.
+  // A message of only a few trains is store-and-forwarded a train at a time,
+  // which the model (per packet) does not describe: no check then.
+  const uint64_t message = *bytes / static_cast<uint64_t>(s.topology.hosts);
+  const bool comparable = s.train_packets == 1 || message >= 16ull * s.train_packets * s.mtu;
   const double bound = s.train_packets == 1 ? 0.02 : 0.10;
-  if (std::fabs(off) > bound) {
+  if (comparable && std::fabs(off) > bound) {
     std::fprintf(stderr, "error: the run is %.1f%% off the alpha-beta model\n", off * 100);
     return 1;
   }

@@ -175,9 +175,9 @@ std::string FormatReport(const SimResult& r) {
     out += fmt::format("# STALLED: {} flows never finished (PFC deadlock?)\n", r.unfinished_flows);
   }
   out += fmt::format(
-      "# Engine: {} events in {:.3f} s wall ({:.2f} M events/s), {:.1f} us simulated, peak {} "
-      "flows and {} packets in flight, {:.1f} MiB\n",
-      r.events, r.wall_s, r.events_per_s / 1e6, r.sim_us, r.peak_flows, r.peak_packets,
+      "# Engine: {} events in {:.3f} s wall, {:.3f} s CPU ({:.2f} M events/s), {:.1f} us "
+      "simulated, peak {} flows and {} packets in flight, {:.1f} MiB\n",
+      r.events, r.wall_s, r.cpu_s, r.events_per_s / 1e6, r.sim_us, r.peak_flows, r.peak_packets,
       static_cast<double>(r.peak_memory_bytes) / (1 << 20));
   return out;
 }
@@ -276,6 +276,7 @@ nlohmann::json ToJson(const SimResult& r) {
   j["unfinished_flows"] = r.unfinished_flows;
   j["engine"] = {{"events", r.events},
                  {"wall_s", r.wall_s},
+                 {"cpu_s", r.cpu_s},
                  {"events_per_s", r.events_per_s},
                  {"sim_us", r.sim_us},
                  {"peak_flows", r.peak_flows},

@@ -433,8 +433,7 @@ Status ValidateScenario(const Scenario& s) {
 
 Result<Scenario> ParseScenario(std::string_view yaml, const std::string& name) {
   ANXIN_ASSIGN_OR_RETURN(ConfigNode root, ConfigNode::Parse(yaml, name));
-  ANXIN_TRY(
-      root.CheckKeys({"seed", "topology", "nic", "switch", "dcqcn", "traffic", "limits", "qos"}));
+  ANXIN_TRY(root.CheckKeys({"seed", "topology", "nic", "switch", "dcqcn", "traffic", "limits"}));
   Scenario s = DefaultScenario();
   s.source = name;
   ANXIN_ASSIGN_OR_RETURN(s.seed, root.Get<uint64_t>("seed", 1));
@@ -449,10 +448,6 @@ Result<Scenario> ParseScenario(std::string_view yaml, const std::string& name) {
   }
   if (auto sw = root.Find("switch")) ANXIN_TRY(ParseSwitch(*sw, s));
   if (auto d = root.Find("dcqcn")) ANXIN_TRY(ParseDcqcn(*d, s.dcqcn));
-  if (auto q = root.Find("qos")) {
-    ANXIN_TRY(q->CheckKeys({"from_host"}));
-    ANXIN_ASSIGN_OR_RETURN(s.qos_source, q->Get<std::string>("from_host"));
-  }
   if (auto t = root.Find("traffic")) ANXIN_TRY(ParseTraffic(*t, s));
   if (auto l = root.Find("limits")) {
     ANXIN_TRY(l->CheckKeys({"max_events", "max_memory", "max_sim_time"}));

@@ -129,7 +129,6 @@ struct Scenario {
   std::vector<ControlSpec> control;
   std::vector<FlowSpec> flows;
   Limits limits;
-  std::string qos_source;  // where DSCP/PFC/ECN came from, when from a host
 
   int PriorityOfDscp(int dscp) const;
 };

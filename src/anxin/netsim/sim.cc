@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <ctime>
 #include <deque>
 #include <limits>
 #include <memory>
@@ -803,6 +804,7 @@ LatencySummary Summarize(std::vector<uint64_t>& ps) {
 
 Result<SimResult> Simulator::Run() {
   const auto wall_start = std::chrono::steady_clock::now();
+  const std::clock_t cpu_start = std::clock();
   result_.scenario = s_.source;
   result_.hosts = f_.hosts;
   result_.switches = f_.switches;
@@ -944,7 +946,9 @@ Result<SimResult> Simulator::Run() {
   result_.timeline.bin_us = static_cast<double>(bin_ps_) / 1e6;
   result_.wall_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
-  result_.events_per_s = result_.wall_s > 0 ? static_cast<double>(events_) / result_.wall_s : 0;
+  result_.cpu_s = static_cast<double>(std::clock() - cpu_start) / CLOCKS_PER_SEC;
+  const double busy = result_.cpu_s > 0 ? result_.cpu_s : result_.wall_s;
+  result_.events_per_s = busy > 0 ? static_cast<double>(events_) / busy : 0;
   return std::move(result_);
 }
 

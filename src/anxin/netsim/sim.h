@@ -92,7 +92,8 @@ struct SimResult {
   double sim_us = 0;
   uint64_t events = 0;
   double wall_s = 0;
-  double events_per_s = 0;
+  double cpu_s = 0;         // this process's CPU time during the run
+  double events_per_s = 0;  // per CPU second: the engine's speed on one core
   uint64_t peak_flows = 0, peak_packets = 0;
   uint64_t peak_memory_bytes = 0;
 };
