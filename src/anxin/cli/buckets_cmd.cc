@@ -19,7 +19,7 @@ ANXIN_REGISTER_COMMAND_GROUP(buckets, "sequence-length buckets: plan padded shap
 struct Opts {
   std::string lengths, cost_model, hand_picked = "4096,8192,16384";
   int max_buckets = 3;
-  int64_t align = 128, step_tokens = 65536;
+  int64_t align = 128, step_tokens = 65536, truncate = 0;
 };
 
 int Run(const Opts& o, const GlobalOptions& g) {
@@ -27,6 +27,7 @@ int Run(const Opts& o, const GlobalOptions& g) {
   opts.max_buckets = o.max_buckets;
   opts.align = o.align;
   opts.step_tokens = o.step_tokens;
+  opts.truncate = o.truncate;
   opts.hand_picked.clear();
   for (std::string_view item : Split(o.hand_picked, ',')) {
     auto v = ParseInt(Trim(item));
@@ -64,6 +65,8 @@ CommandMain Setup(CLI::App& app) {
   app.add_option("--step-tokens", o->step_tokens,
                  "padded tokens one training step processes (for tokens/step)")
       ->capture_default_str();
+  app.add_option("--truncate", o->truncate,
+                 "cut longer sequences to this many tokens first (the training context)");
   app.add_option("--hand-picked", o->hand_picked, "the buckets to compare with, comma-separated")
       ->capture_default_str();
   app.add_option("--cost-model", o->cost_model,

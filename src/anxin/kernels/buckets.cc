@@ -349,8 +349,40 @@ Result<BucketPlan> PlanBuckets(const LengthHistogram& h, const BucketPlanOptions
     if (b < 1)
       return InvalidArgument(fmt::format("--hand-picked {}: give lengths of 1 or more", b));
 
+  if (options.truncate < 0)
+    return InvalidArgument(
+        fmt::format("--truncate {}: give a length of 1 or more (0: none)", options.truncate));
   BucketPlan plan;
   plan.options = options;
+  if (options.truncate > 0 && h.lengths.back() > options.truncate) {
+    // What a training pipeline with a context of `truncate` tokens sees.
+    LengthHistogram cut;
+    cut.format = h.format;
+    uint64_t truncated = 0;
+    for (size_t i = 0; i < h.lengths.size(); ++i) {
+      if (h.lengths[i] <= options.truncate) {
+        cut.lengths.push_back(h.lengths[i]);
+        cut.counts.push_back(h.counts[i]);
+      } else {
+        truncated += h.counts[i];
+      }
+    }
+    if (cut.lengths.empty() || cut.lengths.back() != options.truncate) {
+      cut.lengths.push_back(options.truncate);
+      cut.counts.push_back(0);
+    }
+    cut.counts.back() += truncated;
+    for (size_t i = 0; i < cut.lengths.size(); ++i) {
+      cut.sequences += cut.counts[i];
+      cut.tokens += cut.counts[i] * static_cast<uint64_t>(cut.lengths[i]);
+    }
+    BucketPlanOptions rest = options;
+    rest.truncate = 0;
+    ANXIN_ASSIGN_OR_RETURN(BucketPlan p, PlanBuckets(cut, rest));
+    p.options = options;
+    p.truncated = truncated;
+    return p;
+  }
   plan.sequences = h.sequences;
   plan.tokens = h.tokens;
   plan.min_length = h.lengths.front();
@@ -464,14 +496,15 @@ std::string BucketPlanText(const BucketPlan& plan) {
       Thousands(plan.distinct_lengths), Thousands(plan.distinct_aligned), plan.options.align,
       Thousands(plan.distinct_lengths));
   bool cost = plan.options.cost.has_value();
-  out += fmt::format("{:<15} {:>8} {:>7} {:>16} {:>7} {:>15} {:>10}{}\n", "scheme", "compiles",
-                     "waste", "padded tokens", "over", "tokens/step", "",
-                     cost ? "  cost (tokens)" : "");
+  if (plan.truncated > 0)
+    out += fmt::format("{} sequences longer than {} tokens cut to {} (--truncate)\n\n",
+                       Thousands(plan.truncated), plan.options.truncate, plan.options.truncate);
+  out += fmt::format("{:<15} {:>8} {:>7} {:>16} {:>7} {:>12}{}\n", "scheme", "compiles", "waste",
+                     "padded tokens", "over", "tokens/step", cost ? "  cost (tokens)" : "");
   for (const BucketScheme& s : plan.schemes) {
-    out +=
-        fmt::format("{:<15} {:>8} {:>6.2f}% {:>16} {:>7} {:>15.0f} {:>10}{}\n", s.name, s.compiles,
-                    100 * s.waste, Thousands(s.padded_tokens), Thousands(s.over_limit),
-                    s.tokens_per_step, "", cost ? fmt::format("  {:>13.4g}", s.cost_tokens) : "");
+    out += fmt::format("{:<15} {:>8} {:>6.2f}% {:>16} {:>7} {:>12.0f}{}\n", s.name, s.compiles,
+                       100 * s.waste, Thousands(s.padded_tokens), Thousands(s.over_limit),
+                       s.tokens_per_step, cost ? fmt::format("  {:>13.4g}", s.cost_tokens) : "");
   }
   out += "\nbuckets:\n";
   for (const BucketScheme& s : plan.schemes) {
@@ -495,6 +528,8 @@ nlohmann::json BucketPlanJson(const BucketPlan& plan) {
   j["align"] = plan.options.align;
   j["max_buckets"] = plan.options.max_buckets;
   j["step_tokens"] = plan.options.step_tokens;
+  j["truncate"] = plan.options.truncate;
+  j["truncated"] = plan.truncated;
   if (plan.options.cost) {
     j["cost_model"] = {{"compile_seconds", plan.options.cost->compile_seconds},
                        {"tokens_per_second", plan.options.cost->tokens_per_second},

@@ -73,6 +73,7 @@ struct BucketPlanOptions {
   int64_t step_tokens = 65536;  // padded tokens one step processes
   std::vector<int64_t> hand_picked = {4096, 8192, 16384};
   std::optional<CostModel> cost;  // pick K <= max_buckets by total cost
+  int64_t truncate = 0;           // > 0: longer sequences are cut to this many tokens first
 };
 
 // One way of bucketing, evaluated on the histogram.
@@ -96,6 +97,7 @@ struct BucketPlan {
   int64_t min_length = 0, max_length = 0;
   uint64_t distinct_lengths = 0;      // compilations without buckets
   uint64_t distinct_aligned = 0;      // ... with lengths rounded up to align
+  uint64_t truncated = 0;             // sequences cut to options.truncate
   std::vector<BucketScheme> schemes;  // hand-picked, powers of two, optimum (last)
   // Least padding with k = 1..max_buckets buckets (the optimum's curve).
   std::vector<uint64_t> padding_by_k;

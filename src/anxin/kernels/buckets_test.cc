@@ -147,6 +147,23 @@ TEST(PlanBuckets, CostModelTradesCompilesForPadding) {
     EXPECT_LE(cost, static_cast<double>(costly->padding_by_k[k - 1]) + 1e6 * k);
 }
 
+TEST(PlanBuckets, TruncateCutsLongSequencesFirst) {
+  LengthHistogram h = HistogramOf(std::vector<int64_t>{100, 200, 5000, 9000, 9000});
+  BucketPlanOptions opts;
+  opts.max_buckets = 2;
+  opts.align = 1;
+  opts.truncate = 4096;
+  auto plan = PlanBuckets(h, opts);
+  ASSERT_THAT(plan, IsOk());
+  EXPECT_EQ(plan->truncated, 3u);
+  EXPECT_EQ(plan->max_length, 4096);
+  EXPECT_EQ(plan->tokens, 300u + 3 * 4096u);
+  EXPECT_EQ(plan->schemes.back().boundaries, (std::vector<int64_t>{200, 4096}));
+  EXPECT_EQ(plan->schemes.back().padded_tokens, 100u);
+  opts.truncate = -1;
+  EXPECT_THAT(PlanBuckets(h, opts), HasCode(ErrorCode::kInvalidArgument, HasSubstr("--truncate")));
+}
+
 TEST(PlanBuckets, RejectsBadOptions) {
   LengthHistogram h = HistogramOf(std::vector<int64_t>{5, 6});
   BucketPlanOptions opts;
