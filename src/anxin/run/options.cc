@@ -129,11 +129,7 @@ Status LoadEscalation(const RunFlags& f, const Section& section, SupervisorOptio
 
 // The shipped default, then the run: section's, then --playbook.
 Status LoadPlaybooks(const RunFlags& f, const Section& section, SupervisorOptions& so) {
-  PlaybookDefaults pd;
-  pd.stop_grace_seconds = so.stop_grace_seconds;
-  pd.reset_tries = so.reset_retries;
-  pd.link_timeout_seconds = so.link_timeout_seconds;
-  pd.verify_timeout_seconds = so.verify_timeout_seconds;
+  const PlaybookDefaults pd = PlaybookDefaultsFor(so);
   PlaybookSet books = DefaultPlaybooks(pd);
   std::vector<std::string> site_classes;
   if (section) {

@@ -71,6 +71,16 @@ std::string ExpandTemplate(std::string text, const std::string& checkpoint, int6
                                           {"attempt", std::to_string(attempt)}});
 }
 
+PlaybookDefaults PlaybookDefaultsFor(const SupervisorOptions& options) {
+  PlaybookDefaults pd;
+  pd.stop_grace_seconds = options.stop_grace_seconds;
+  pd.reset_tries = options.reset_retries;
+  pd.reset_retry_delay_seconds = options.reset_retry_delay_seconds;
+  pd.link_timeout_seconds = options.link_timeout_seconds;
+  pd.verify_timeout_seconds = options.verify_timeout_seconds;
+  return pd;
+}
+
 Coordinator::Decision LocalCoordinator::OnFault(const Fault& fault, const RestartState& state) {
   Decision d;
   d.generation = state.attempt + 1;
@@ -936,7 +946,7 @@ struct Supervisor::Impl {
   Result<int> RunJob() {
     (void)BecomeSubreaper();
     nproc = o.launch.nproc_per_node;
-    playbooks = o.playbooks ? *o.playbooks : DefaultPlaybooks(DefaultsFromOptions());
+    playbooks = o.playbooks ? *o.playbooks : DefaultPlaybooks(PlaybookDefaultsFor(o));
     if (!coordinator) {
       coordinator = std::make_unique<LocalCoordinator>(o.max_restarts, o.storm_limit);
     }
@@ -979,16 +989,6 @@ struct Supervisor::Impl {
       for (auto& d : detectors) d->Tick(now);
       CheckVerify();
     }
-  }
-
-  PlaybookDefaults DefaultsFromOptions() const {
-    PlaybookDefaults pd;
-    pd.stop_grace_seconds = o.stop_grace_seconds;
-    pd.reset_tries = o.reset_retries;
-    pd.reset_retry_delay_seconds = o.reset_retry_delay_seconds;
-    pd.link_timeout_seconds = o.link_timeout_seconds;
-    pd.verify_timeout_seconds = o.verify_timeout_seconds;
-    return pd;
   }
 
   // The detectors named in the options (all registered ones when none are),

@@ -104,6 +104,11 @@ struct SupervisorOptions {
   Clock* clock = nullptr;
 };
 
+// The step timings of the shipped default playbooks (DefaultPlaybooks) that
+// the options ask for: stop grace, reset tries and delay, link and verify
+// timeouts.
+PlaybookDefaults PlaybookDefaultsFor(const SupervisorOptions& options);
+
 // What the coordinator is told about the run so far.
 struct RestartState {
   int attempt = 0;
