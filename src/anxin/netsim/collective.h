@@ -9,11 +9,14 @@
 // then sends its messages. Steps are produced on demand, so memory grows
 // with the messages in flight, not with the length of the schedule.
 //
+//   CollectiveSpec spec;                         // a ring AllReduce of 1 MiB
 //   ANXIN_ASSIGN_OR_RETURN(auto plan, MakePlan(spec, /*ranks=*/8));
 //   Step step;
 //   plan->GetStep(/*rank=*/0, /*channel=*/0, /*index=*/0, step);
 //   // step.sends[0] = {peer 1, 131072 bytes}
+//   LinkModel model;                             // 200 Gbps, 1 us per link
 //   double us = AlphaBetaSeconds(spec, 8, model) * 1e6;
+//   (void)us;
 //
 // Thread safety: a Plan is immutable.
 #ifndef ANXIN_NETSIM_COLLECTIVE_H_

@@ -3,6 +3,8 @@
 // latency, per-priority queue depth, PFC pauses and storms, the engine's
 // events/s; JSON; two runs side by side; an SVG timeline.
 //
+//   Scenario scenario = DefaultScenario();
+//   scenario.collectives.push_back(CollectiveSpec{});
 //   ANXIN_ASSIGN_OR_RETURN(SimResult r, Simulate(scenario));
 //   std::printf("%s", FormatReport(r).c_str());
 //   nlohmann::json j = ToJson(r);

@@ -7,6 +7,7 @@
 //   s.topology.hosts = 64;                    // edit before running
 //   ANXIN_TRY(ValidateScenario(s));           // the checks LoadScenario made
 //   int prio = s.PriorityOfDscp(26);          // DSCP -> switch priority
+//   (void)prio;
 //
 // Thread safety: plain values.
 #ifndef ANXIN_NETSIM_SCENARIO_H_

@@ -9,10 +9,13 @@
 // ECN between Kmin and Kmax; receivers answer marks with CNPs on their own
 // priority. Packets are MTU-sized (or trains of train_packets MTUs).
 //
-//   ANXIN_ASSIGN_OR_RETURN(Scenario s, LoadScenario("fabric.yaml"));
+//   Scenario s = DefaultScenario();         // or LoadScenario("fabric.yaml")
+//   s.collectives.push_back(CollectiveSpec{});
 //   ANXIN_ASSIGN_OR_RETURN(SimResult r, Simulate(s));
 //   double us = r.collectives[0].time_us;   // completion time
 //   double p99 = r.control.p99_us;          // control-message latency
+//   (void)us;
+//   (void)p99;
 //
 // Thread safety: Simulate is reentrant (no shared state).
 #ifndef ANXIN_NETSIM_SIM_H_

@@ -2,10 +2,14 @@
 // full-duplex links as pairs of ports, and ECMP next-hop tables (every
 // shortest path to each host, chosen per flow by a hash).
 //
-//   ANXIN_ASSIGN_OR_RETURN(Fabric f, BuildFabric(scenario.topology));
+//   TopologySpec spec;                            // 8 hosts on a leaf-spine
+//   ANXIN_ASSIGN_OR_RETURN(Fabric f, BuildFabric(spec));
 //   uint32_t nic = f.HostPort(5);                 // host 5's only port
 //   auto next = f.NextHops(f.hosts + 0, 7);       // ports of switch 0 towards host 7
 //   int hops = f.Hops(0, 7);                      // links on a shortest path
+//   (void)nic;
+//   (void)next;
+//   (void)hops;
 //
 // Node ids: hosts 0..hosts-1, then switches. Thread safety: immutable after
 // BuildFabric.
