@@ -16,8 +16,8 @@
 #include "anxin/base/file.h"
 #include "anxin/cli/command.h"
 #include "anxin/cli/flag_checks.h"
-#include "anxin/compare/compare.h"
-#include "anxin/compare/report.h"
+#include "anxin/compare/compare_report.h"
+#include "anxin/compare/dump_compare.h"
 
 namespace anxin::cli {
 namespace {

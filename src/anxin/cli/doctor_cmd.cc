@@ -6,11 +6,11 @@
 #include "anxin/base/file.h"
 #include "anxin/cli/command.h"
 #include "anxin/cli/flag_checks.h"
+#include "anxin/doctor/check_report.h"
 #include "anxin/doctor/facts.h"
 #include "anxin/doctor/fix.h"
 #include "anxin/doctor/multi_host.h"
 #include "anxin/doctor/registry.h"
-#include "anxin/doctor/report.h"
 #include "anxin/doctor/tools.h"
 
 namespace anxin::cli {
