@@ -12,6 +12,7 @@
 #include "anxin/base/config.h"
 #include "anxin/cli/command.h"
 #include "anxin/cli/exit_codes.h"
+#include "anxin/coord/etcd_coordinator.h"
 #include "anxin/device/registry.h"
 #include "anxin/host/topology.h"
 #include "anxin/run/signatures.h"
@@ -23,7 +24,7 @@ namespace {
 struct Options {
   std::vector<std::string> command;
   int nproc_per_node = 1;
-  int nnodes = 1;
+  std::string nnodes = "1";
   int max_restarts = -1;  // -1: run.max_restarts, else 3
   int storm_limit = -1;
   int master_port = 0;
@@ -44,6 +45,12 @@ struct Options {
   std::string playbook;
   int min_nproc = -1;
   bool no_prefix = false;
+  // Multi-node (coord/etcd_coordinator.h).
+  std::string rdzv_endpoint;
+  std::string rdzv_id;
+  int node_rank = -1;
+  std::string rdzv_timeout;
+  bool master_addr_given = false;
 };
 
 static_assert(run::kExitRestartStorm == kExitRestartStorm);
@@ -83,10 +90,14 @@ int Run(const Options& o, const GlobalOptions& g) {
                              "no command to run: give it after '--', e.g. anxin run "
                              "--nproc-per-node 2 -- python3 train.py"));
   }
-  if (o.nnodes != 1) {
+  auto nnodes = coord::ParseNnodes(o.nnodes);
+  if (!nnodes) return ReportError(nnodes.error());
+  const bool multi_node = nnodes->second > 1 || !o.rdzv_endpoint.empty();
+  if (multi_node && o.rdzv_endpoint.empty()) {
     return ReportError(Error(ErrorCode::kInvalidArgument,
-                             "--nnodes " + std::to_string(o.nnodes) +
-                                 ": only single-node jobs are supported for now; use --nnodes 1"));
+                             "--nnodes " + o.nnodes +
+                                 ": a job over several nodes needs --rdzv-endpoint host:port "
+                                 "(etcd) and --rdzv-id JOB"));
   }
   if (o.numa_bind != "auto" && o.numa_bind != "off") {
     return ReportError(Error(ErrorCode::kInvalidArgument,
@@ -241,7 +252,31 @@ int Run(const Options& o, const GlobalOptions& g) {
     auto n = host::ReadNumaNodes(host::HostRoot{});
     if (n) nodes = std::move(*n);
   }
-  run::Supervisor supervisor(std::move(so), backend->get(), std::move(*devices), std::move(nodes));
+  std::unique_ptr<run::Coordinator> coordinator;
+  if (multi_node) {
+    coord::ClusterOptions co;
+    co.endpoints = o.rdzv_endpoint;
+    co.job = o.rdzv_id.empty() ? so.job_id : o.rdzv_id;
+    co.min_nodes = nnodes->first;
+    co.max_nodes = nnodes->second;
+    co.node_rank = o.node_rank;
+    co.address = o.master_addr_given ? o.master_addr : "";
+    co.max_restarts = so.max_restarts;
+    co.storm_limit = so.storm_limit;
+    if (!o.rdzv_timeout.empty()) {
+      auto t = Duration(o.rdzv_timeout, "--rdzv-timeout", std::nullopt, "", 30);
+      if (!t || *t <= 0) {
+        return fail(t ? Error(ErrorCode::kInvalidArgument, "--rdzv-timeout: must be above 0")
+                      : t.error());
+      }
+      co.barrier_timeout_seconds = *t;
+    }
+    auto c = coord::EtcdCoordinator::Create(std::move(co));
+    if (!c) return fail(c.error());
+    coordinator = std::move(*c);
+  }
+  run::Supervisor supervisor(std::move(so), backend->get(), std::move(*devices), std::move(nodes),
+                             std::move(coordinator));
   g_supervisor = &supervisor;
   struct sigaction sa {};
   sa.sa_handler = OnSignal;
@@ -258,7 +293,17 @@ CommandMain Setup(CLI::App& app) {
   auto o = std::make_shared<Options>();
   app.add_option("--nproc-per-node", o->nproc_per_node, "ranks on this node, one per device")
       ->capture_default_str();
-  app.add_option("--nnodes", o->nnodes, "nodes in the job (only 1 for now)")->capture_default_str();
+  app.add_option("--nnodes", o->nnodes,
+                 "nodes in the job: N, or MIN:MAX for an elastic job (needs --rdzv-endpoint)")
+      ->capture_default_str();
+  app.add_option("--rdzv-endpoint", o->rdzv_endpoint,
+                 "etcd of a multi-node job: host:port[,host:port...]");
+  app.add_option("--rdzv-id", o->rdzv_id,
+                 "the job's id, the same on every node (default: ANXIN_JOB_ID, SLURM_JOB_ID)");
+  app.add_option("--node-rank", o->node_rank,
+                 "this node's place in the job (default: ordered by host name)");
+  app.add_option("--rdzv-timeout", o->rdzv_timeout,
+                 "how long a recovery waits for the other nodes at its barrier (default 30s)");
   app.add_option("--max-restarts", o->max_restarts,
                  "relaunches allowed in the whole run (default: run.max_restarts, else 3)");
   app.add_option("--storm-limit", o->storm_limit,
@@ -266,8 +311,11 @@ CommandMain Setup(CLI::App& app) {
                  "(default: run.storm_limit, else 3)");
   app.add_option("--master-port", o->master_port,
                  "MASTER_PORT for the ranks (default: a free port at each launch)");
-  app.add_option("--master-addr", o->master_addr, "MASTER_ADDR for the ranks")
-      ->capture_default_str();
+  app.add_option("--master-addr", o->master_addr,
+                 "MASTER_ADDR for the ranks; in a multi-node job, this node's address as the "
+                 "others reach it (default: the host name)")
+      ->capture_default_str()
+      ->each([o](const std::string&) { o->master_addr_given = true; });
   app.add_option("--backend", o->backend, "device backend (default: config device.backend)");
   app.add_option("--scenario", o->scenario, "sim: scenario file or built-in name");
   app.add_option("--log-dir", o->log_dir, "write each rank's output to DIR/rank-N.log");
