@@ -178,6 +178,7 @@ class ClusterCliTest : public ::testing::Test {
   TempDir dir_{"anxin-cluster"};
   EtcdCluster etcd_{dir_, 3};
   std::string job_ = "train-" + std::to_string(::getpid());
+  std::string rdzv_timeout_ = "4s";
 };
 
 TEST_F(ClusterCliTest, ARankCrashOnOneNodeRestartsBothFromTheSameCheckpoint) {
@@ -247,6 +248,7 @@ TEST_F(ClusterCliTest, ACorruptNewestCheckpointOnOneNodeMakesAllResumeFromTheOld
 }
 
 TEST_F(ClusterCliTest, AKilledSupervisorRejoinsAndTheJobFinishes) {
+  rdzv_timeout_ = "30s";  // node 0 waits for node 1 to come back
   NodeProcess n0(Args(0, "2", {"--steps", "40"}));
   auto n1 = std::make_unique<NodeProcess>(Args(1, "2", {"--steps", "40"}));
   ASSERT_TRUE(n0.Start() && n1->Start());
