@@ -139,10 +139,9 @@ class ClusterCliTest : public ::testing::Test {
     a.insert(a.end(), run_flags.begin(), run_flags.end());
     for (const std::string x : {"--", "/usr/bin/python3", "-u"}) a.push_back(x);
     a.push_back(SourcePath("examples/run/train.py"));
-    for (const std::string x : {"--ckpt-dir", Ckpt(node).c_str(), "--resume", "{checkpoint}",
-                                "--steps", "24", "--ckpt-every", "5"}) {
-      a.push_back(x);
-    }
+    const std::vector<std::string> job = {"--ckpt-dir", Ckpt(node), "--resume",     "{checkpoint}",
+                                          "--steps",    "24",       "--ckpt-every", "5"};
+    a.insert(a.end(), job.begin(), job.end());
     a.insert(a.end(), job_flags.begin(), job_flags.end());
     return a;
   }
