@@ -159,8 +159,10 @@ def torchrun_once(n, run_id, tmp):
         ckpt = os.path.join(tmp, "tckpt-%d" % r)
         os.makedirs(ckpt, exist_ok=True)
         argv = [PY, "-m", "torch.distributed.run", "--nnodes", str(n), "--nproc_per_node", "1",
-                "--rdzv-backend", "c10d", "--rdzv-endpoint", "127.0.0.1:%d" % port, "--rdzv-id",
-                run_id, "--max-restarts", "3"]
+                "--rdzv_backend", "c10d", "--rdzv_endpoint", "127.0.0.1:%d" % port, "--rdzv_id",
+                run_id, "--max_restarts", "3",
+                # Without them python3-torch 1.13's agent fails on its restart.
+                "--redirects", "1", "--tee", "1"]
         procs.append(Proc(argv + job(ckpt, "auto")[2:] + ["--fault-rank", str(n - 1)]))
         if r == 0:
             time.sleep(0.5)  # the first agent hosts the c10d store on the endpoint's port
