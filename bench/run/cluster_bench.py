@@ -43,12 +43,16 @@ def free_port():
     return port
 
 
+LIVE = []  # every child started, killed (with its group) when the benchmark ends
+
+
 class Proc:
     """A child in its own session whose output lines are stamped on arrival."""
 
     def __init__(self, argv):
         self.p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                   text=True, bufsize=1, start_new_session=True)
+        LIVE.append(self.p)
         self.lines = []
         self.reader = threading.Thread(target=self._read)
         self.reader.start()
@@ -182,6 +186,7 @@ def main():
     sizes = [int(x) for x in sys.argv[4:]] or [2, 4, 8]
     SCENARIO = os.path.join(os.path.dirname(TRAIN), "..", "..", "tests", "fixtures", "run",
                             "fast-reset.yaml")
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit("error: stopped (SIGTERM)"))
     tmp_root = tempfile.mkdtemp(prefix="anxin-cluster-bench-")
     etcd, endpoint = start_etcd(tmp_root)
     try:
@@ -203,6 +208,9 @@ def main():
             print("%5d %12.2f s %16.2f s %18.2f s %7.2fx   (own: %s)" %
                   (n, ma, ms, mt, mt / ms, " ".join("%.2f" % x for x in own)), flush=True)
     finally:
+        for p in LIVE:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
         os.killpg(etcd.pid, signal.SIGKILL)
         etcd.wait()
         shutil.rmtree(tmp_root, ignore_errors=True)
