@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "anxin/comm/worker/engine.h"
+#include "anxin/comm/worker/collective_engine.h"
 #include "anxin/comm/worker/runner.h"
 
 namespace {

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "anxin/compare/dtype.h"
-#include "anxin/compare/metrics.h"
+#include "anxin/compare/tensor_metrics.h"
 
 namespace cmp = anxin::compare;
 

@@ -18,11 +18,11 @@
 #include <string>
 #include <vector>
 
-#include "anxin/serve/kv_accuracy.h"
-#include "anxin/serve/kv_cache.h"
-#include "anxin/serve/kv_kernels.h"
+#include "anxin/kv/kv_accuracy.h"
+#include "anxin/kv/kv_cache.h"
+#include "anxin/kv/kv_kernels.h"
 
-namespace serve = anxin::serve;
+namespace kv = anxin::kv;
 
 namespace {
 
@@ -81,7 +81,7 @@ int main(int argc, char** argv) {
   const std::vector<Fmt> formats = {{"fp16", 0.99999},    {"int8", 0.995},
                                     {"int8-asym", 0.995}, {"int4", 0.97},
                                     {"int4-asym", 0.97},  {"int4-asym:kivi", 0.97}};
-  serve::KvTensors kv = serve::SyntheticActivations(
+  kv::KvTensors tensors = kv::SyntheticActivations(
       {.tokens = tokens, .kv_heads = kv_heads, .head_dim = d, .q_heads = q_heads, .queries = 1});
 
   std::printf(
@@ -89,43 +89,43 @@ int main(int argc, char** argv) {
       "cache's own buffers\n");
   std::printf("%-16s %10s %10s %14s %10s\n", "format", "bits/value", "expected", "bytes/token",
               "vs fp16");
-  const serve::ModelKvShape llama{32, 8, 128};
+  const kv::ModelKvShape llama{32, 8, 128};
   for (const Fmt& f : formats) {
-    const serve::KvFormat fmt = serve::ParseKvFormat(f.name).value();
-    auto cache = serve::KvCache::Create(
+    const kv::KvFormat fmt = kv::ParseKvFormat(f.name).value();
+    auto cache = kv::KvCache::Create(
         {.kv_heads = kv_heads, .head_dim = d, .block_tokens = 64, .num_blocks = 16, .format = fmt});
     const double values = 2.0 * 16 * 64 * kv_heads * d;
     const double bits = cache->bytes() * 8.0 / values;
     const bool ok = bits == fmt.BitsPerValue() && (std::string(f.name) != "int4" || bits == 4.5);
     failures += !ok;
     std::printf("%-16s %10.3f %10.3f %14.0f %9.2fx%s\n", f.name, bits, fmt.BitsPerValue(),
-                serve::BytesPerToken(llama, fmt), 16.0 / bits, ok ? "" : "  MISMATCH");
+                kv::BytesPerToken(llama, fmt), 16.0 / bits, ok ? "" : "  MISMATCH");
   }
 
   std::printf(
       "\n== quantise: %d tokens x %d heads x %d, GB/s of float32 read per CPU-second (median of "
       "5)\n",
       tokens, kv_heads, d);
-  const auto isas = serve::AvailableKvIsas();
+  const auto isas = kv::AvailableKvIsas();
   std::printf("%-16s", "format");
-  for (auto isa : isas) std::printf(" %10s", std::string(serve::KvIsaName(isa)).c_str());
+  for (auto isa : isas) std::printf(" %10s", std::string(kv::KvIsaName(isa)).c_str());
   std::printf("\n");
   const int rows = tokens * kv_heads;
   for (const Fmt& f : formats) {
-    const serve::KvFormat fmt = serve::ParseKvFormat(f.name).value();
-    if (fmt.key_axis == serve::KeyAxis::kPerChannel) continue;
+    const kv::KvFormat fmt = kv::ParseKvFormat(f.name).value();
+    if (fmt.key_axis == kv::KeyAxis::kPerChannel) continue;
     const int row_bytes = d * fmt.ElementBits() / 8,
               row_params = fmt.quantized() ? d / 32 * fmt.ParamsPerGroup() : 0;
     std::vector<uint8_t> ref_data;
     std::printf("%-16s", f.name);
     for (auto isa : isas) {
-      const auto& k = serve::internal::KernelsFor(isa);
+      const auto& k = kv::internal::KernelsFor(isa);
       std::vector<uint8_t> data(static_cast<size_t>(rows) * row_bytes);
       std::vector<uint16_t> params(static_cast<size_t>(rows) * row_params + 1);
       auto run = [&] {
         for (int r = 0; r < rows; ++r) {
-          k.quantize_row(kv.keys.data() + static_cast<size_t>(r) * d, d, 32, fmt.dtype, fmt.scheme,
-                         data.data() + static_cast<size_t>(r) * row_bytes,
+          k.quantize_row(tensors.keys.data() + static_cast<size_t>(r) * d, d, 32, fmt.dtype,
+                         fmt.scheme, data.data() + static_cast<size_t>(r) * row_bytes,
                          params.data() + static_cast<size_t>(r) * row_params);
         }
       };
@@ -150,42 +150,42 @@ int main(int argc, char** argv) {
               "GB/s read", "vs fp16", "cosine");
   const int nb = (tokens + block - 1) / block;
   std::vector<float> ref(q_heads * d);
-  serve::ReferenceAttention(kv.queries.data(), q_heads, kv.keys.data(), kv.values.data(), tokens,
-                            kv_heads, d, ref.data());
+  kv::ReferenceAttention(tensors.queries.data(), q_heads, tensors.keys.data(),
+                         tensors.values.data(), tokens, kv_heads, d, ref.data());
   for (auto isa : {isas.front(), isas.back()}) {
     double fp16_time = 0;
     for (const Fmt& f : formats) {
-      const serve::KvFormat fmt = serve::ParseKvFormat(f.name).value();
-      const int blk = fmt.key_axis == serve::KeyAxis::kPerChannel ? 32 : block;
-      auto cache = serve::KvCache::Create({.kv_heads = kv_heads,
-                                           .head_dim = d,
-                                           .block_tokens = blk,
-                                           .num_blocks = (tokens + blk - 1) / blk,
-                                           .format = fmt,
-                                           .isa = isa});
-      serve::KvSequenceState seq;
+      const kv::KvFormat fmt = kv::ParseKvFormat(f.name).value();
+      const int blk = fmt.key_axis == kv::KeyAxis::kPerChannel ? 32 : block;
+      auto cache = kv::KvCache::Create({.kv_heads = kv_heads,
+                                        .head_dim = d,
+                                        .block_tokens = blk,
+                                        .num_blocks = (tokens + blk - 1) / blk,
+                                        .format = fmt,
+                                        .isa = isa});
+      kv::KvSequenceState seq;
       seq.blocks.resize((tokens + blk - 1) / blk);
       std::iota(seq.blocks.begin(), seq.blocks.end(), 0);
       std::shuffle(seq.blocks.begin(), seq.blocks.end(), std::mt19937(5));
       for (int t = 0; t < tokens; ++t) {
-        cache->AppendToken(seq, kv.keys.data() + static_cast<size_t>(t) * kv_heads * d,
-                           kv.values.data() + static_cast<size_t>(t) * kv_heads * d);
+        cache->AppendToken(seq, tensors.keys.data() + static_cast<size_t>(t) * kv_heads * d,
+                           tensors.values.data() + static_cast<size_t>(t) * kv_heads * d);
       }
       std::vector<float> out(q_heads * d);
-      cache->Attend(kv.queries.data(), q_heads, seq, out.data());
+      cache->Attend(tensors.queries.data(), q_heads, seq, out.data());
       const double cos = Cosine(out, ref);
       if (!(cos >= f.min_cosine)) {
         std::printf("%-16s %-9s attention cosine %.6f below %.5f: not timed\n", f.name,
-                    std::string(serve::KvIsaName(isa)).c_str(), cos, f.min_cosine);
+                    std::string(kv::KvIsaName(isa)).c_str(), cos, f.min_cosine);
         ++failures;
         continue;
       }
       const double t =
-          TimeIt([&] { cache->Attend(kv.queries.data(), q_heads, seq, out.data()); }, seconds);
+          TimeIt([&] { cache->Attend(tensors.queries.data(), q_heads, seq, out.data()); }, seconds);
       if (std::string(f.name) == "fp16") fp16_time = t;
       const double read = static_cast<double>(cache->BytesReadFor(tokens));
       std::printf("%-16s %-9s %10.2f %10.1f %12.2f %9.2fx %12.6f\n", f.name,
-                  std::string(serve::KvIsaName(isa)).c_str(), read / (1 << 20), t * 1e6,
+                  std::string(kv::KvIsaName(isa)).c_str(), read / (1 << 20), t * 1e6,
                   read / t / 1e9, fp16_time > 0 ? fp16_time / t : 0.0, cos);
     }
   }

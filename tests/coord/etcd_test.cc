@@ -21,17 +21,9 @@ using ::anxin::testing::EtcdCluster;
 using ::anxin::testing::HasCode;
 using ::anxin::testing::IsOk;
 using ::anxin::testing::TempDir;
+using ::anxin::testing::WaitFor;
 using ::testing::HasSubstr;
 using namespace std::chrono_literals;
-
-bool WaitFor(const std::function<bool()>& done, std::chrono::milliseconds timeout = 20s) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(20ms);
-  }
-  return true;
-}
 
 run::CheckpointScan Scan(std::vector<int64_t> valid, std::vector<int64_t> corrupt = {}) {
   run::CheckpointScan s;

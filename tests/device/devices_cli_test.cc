@@ -4,6 +4,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -230,6 +231,97 @@ TEST(DevicesCliTest, AscendTableFromNpuSmi) {
   EXPECT_THAT(r.stdout_text, HasSubstr("NPU 7: error code 80E01801 (major)"));
   EXPECT_THAT(r.stdout_text, HasSubstr("NPU 2: link on port 0 is down"));
   EXPECT_THAT(r.stdout_text, HasSubstr("NPU 0: HBM 91% used"));
+}
+
+// The 16 x 910B2C capture cut to its first two NPUs the way a ticket shows
+// it: no "+===" rules between devices (or anywhere), the process table kept.
+std::string TwoNpusWithoutRules() {
+  const std::string text = ::anxin::testing::ReadTextFile(
+      ::anxin::testing::FixturePath("ascend/npu-smi-info-16x910B2C-busy.txt"));
+  std::string out;
+  std::istringstream in(text);
+  bool in_processes = false, drop_chip_row = false;
+  for (std::string line; std::getline(in, line);) {
+    if (line.starts_with("+===")) continue;
+    // Rows of NPUs 2..15: an NPU row, the Chip row after it, process rows.
+    if (line.find("Process id") != std::string::npos) in_processes = true;
+    const bool row = line.size() > 3 && line.starts_with("| ") && std::isdigit(line[2]);
+    if (row && drop_chip_row) {
+      drop_chip_row = false;
+      continue;
+    }
+    if (row && std::stoi(line.substr(2)) > 1) {
+      drop_chip_row = !in_processes;
+      continue;
+    }
+    out += line + "\n";
+  }
+  return out;
+}
+
+int LineWith(const std::string& text, const std::string& needle) {
+  std::istringstream in(text);
+  int n = 0;
+  for (std::string line; std::getline(in, line);) {
+    ++n;
+    if (line.find(needle) != std::string::npos) return n;
+  }
+  return 0;
+}
+
+// Without separator rules a table once read as three devices mixing the rows
+// of two; each device is now its own two rows, and a table whose rows do not
+// fit is refused with exit 3, naming the line.
+TEST(DevicesCliTest, AscendTableWithoutRulesListsEachDeviceFromItsOwnRows) {
+  const std::string capture = TwoNpusWithoutRules();
+  ASSERT_EQ(capture.find("+==="), std::string::npos);
+  ASSERT_NE(capture.find("rayNPURayWork"), std::string::npos);
+  TempDir dir;
+  auto env = FakeAscendEnv(dir, "npu-smi-info-16x910B2C-busy.txt");
+  dir.Write("info.txt", capture);
+  auto r = RunAnxin({"devices", "--backend", "ascend", "--json"}, {.env = env});
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
+  nlohmann::json j = nlohmann::json::parse(r.stdout_text);
+  ASSERT_EQ(j["devices"].size(), 2u) << r.stdout_text;
+  const nlohmann::json& d0 = j["devices"][0];
+  const nlohmann::json& d1 = j["devices"][1];
+  EXPECT_EQ(d0["index"], 0);
+  EXPECT_EQ(d0["pci_bus_id"], "0000:66:00.0");
+  EXPECT_EQ(d0["power_watts"], 86.8);
+  EXPECT_EQ(d0["temperature_celsius"], 35);
+  EXPECT_EQ(d0["hbm_used_bytes"], 59356ull << 20);
+  EXPECT_EQ(d0["hbm_total_bytes"], 65536ull << 20);
+  EXPECT_EQ(d1["index"], 1);
+  EXPECT_EQ(d1["pci_bus_id"], "0000:19:00.0");
+  EXPECT_EQ(d1["power_watts"], 103.1);
+  EXPECT_EQ(d1["temperature_celsius"], 37);
+  EXPECT_EQ(d1["hbm_used_bytes"], 59351ull << 20);
+  EXPECT_EQ(d1["hbm_total_bytes"], 65536ull << 20);
+
+  // NPU 1's Chip row lost: refused, naming NPU 1's row and the one after it.
+  std::string lost = capture;
+  const int chip1 = LineWith(capture, "0000:19:00.0");
+  lost.erase(lost.find("| 0                         | 0000:19:00.0"));
+  lost += capture.substr(capture.find('\n', capture.find("0000:19:00.0")) + 1);
+  dir.Write("info.txt", lost);
+  auto refused = RunAnxin({"devices", "--backend", "ascend"}, {.env = env});
+  EXPECT_EQ(refused.exit_code, 3) << refused.stdout_text;
+  EXPECT_EQ(refused.stdout_text, "");
+  EXPECT_THAT(refused.stderr_text,
+              StartsWith("error: ascend: npu-smi info: line " + std::to_string(chip1 - 1) +
+                         ": NPU 1 has no Chip/Bus-Id row after it (line " +
+                         std::to_string(LineWith(lost, "Process id")) + " follows)"));
+  // A Bus-Id that is not a PCI address (the column read from the wrong row).
+  std::string bad = capture;
+  bad.replace(bad.find("0000:19:00.0"), 12, "OK          ");
+  dir.Write("info.txt", bad);
+  auto refused2 = RunAnxin({"devices", "--backend", "ascend", "--json"}, {.env = env});
+  EXPECT_EQ(refused2.exit_code, 3);
+  EXPECT_EQ(refused2.stdout_text, "");
+  EXPECT_THAT(refused2.stderr_text,
+              StartsWith("error: ascend: npu-smi info: line " + std::to_string(chip1) +
+                         ": expected a PCI address like 0000:66:00.0 in the Bus-Id column, got "
+                         "'OK'"));
 }
 
 TEST(DevicesCliTest, AscendJsonHasTheShapeOfSim) {

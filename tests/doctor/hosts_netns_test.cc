@@ -127,12 +127,9 @@ class SshHosts : public ::testing::Test {
     auto child = Subprocess::Start(std::move(so));
     ASSERT_TRUE(child.has_value()) << child.error().ToString();
     sshd_.push_back(std::move(*child));
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(15);
-    while (!CanConnect(host_addr, port)) {
-      ASSERT_LT(std::chrono::steady_clock::now(), deadline)
-          << "sshd in " << ns << " never listened";
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
+    ASSERT_TRUE(::anxin::testing::WaitFor([&] { return CanConnect(host_addr, port); },
+                                          std::chrono::seconds(15)))
+        << "sshd in " << ns << " never listened";
     hosts_ += "root@" + host_addr + ":" + std::to_string(port) + "\n";
     labels_.push_back("root@" + host_addr + ":" + std::to_string(port));
     if (i == 0) refused_ = "root@" + host_addr + ":" + std::to_string(port + 100);

@@ -12,7 +12,7 @@ whose first line names another language in brackets ('//   [yaml]', '[shell]',
 '[text]') for samples that are not C++.
 
 The headers of one directory (one module: src/anxin/comm/, src/anxin/serve/
-loadgen/, include/anxin/) share one generated file, which includes them all,
+sim/, include/anxin/) share one generated file, which includes them all,
 a few standard headers and the '#include' lines of their examples (for the
 other headers they use), with std::chrono_literals and spdlog in scope. Each
 example compiles in a namespace of its own, named after its header, so names
@@ -27,8 +27,7 @@ line starts with 'namespace', 'struct' or 'class' is put in that namespace at
 file scope instead (it shows declarations, e.g. how a command registers).
 Namespaces follow the directory: src/anxin/device/sim/ -> anxin::device::sim;
 src/anxin/base/ and include/anxin/ -> anxin; a header that declares no such
-namespace gives its own first anxin one (src/anxin/serve/loadgen/ ->
-anxin::loadgen).
+namespace gives its own first anxin one.
 
 Usage: extract.py OUT_DIR SOURCE_ROOT HEADER...
 Writes OUT_DIR/<directory with '/' as '_'>.cc, e.g. src_anxin_comm.cc, and
@@ -96,8 +95,7 @@ def example_lines(text):
 
 def module_namespace(directory, text):
     # src/anxin/device/sim -> anxin::device::sim; src/anxin/base and include/anxin -> anxin;
-    # the header's own first anxin namespace when it declares none of those
-    # (src/anxin/serve/loadgen/ is anxin::loadgen).
+    # the header's own first anxin namespace when it declares none of those.
     parts = directory.split("/")
     parts = parts[2:] if parts[0] == "src" else []
     if parts[:1] == ["base"]:  # base is namespace anxin itself

@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "anxin/base/testing.h"
-#include "anxin/serve/loadgen/scripted_server_testing.h"
+#include "anxin/loadgen/scripted_server_testing.h"
 
 namespace anxin::loadgen {
 namespace {

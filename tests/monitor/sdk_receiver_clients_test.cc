@@ -21,17 +21,9 @@ namespace {
 using namespace std::chrono_literals;
 using ::anxin::testing::IsOk;
 using ::anxin::testing::TempDir;
+using ::anxin::testing::WaitFor;
 
 std::string ClientBinary() { return std::string(ANXIN_BINARY_DIR) + "/tests/monitor/sdk_c_client"; }
-
-bool WaitFor(const std::function<bool()>& done, std::chrono::milliseconds timeout = 20s) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(2ms);
-  }
-  return true;
-}
 
 std::vector<std::string> ClientEnv(const std::string& socket, int rank, int world) {
   return {"ANXIN_AGENT_SOCKET=" + socket, "ANXIN_JOB_ID=e2e", "RANK=" + std::to_string(rank),

@@ -28,6 +28,7 @@ using ::anxin::testing::FakeBot;
 using Notify = ::anxin::testing::NotifyProcess;
 using ::anxin::testing::RunAnxin;
 using ::anxin::testing::TempDir;
+using ::anxin::testing::WaitFor;
 using ::testing::HasSubstr;
 using ::testing::Not;
 using json = nlohmann::json;
@@ -98,6 +99,14 @@ double Metric(const std::string& text, const std::string& series) {
   return -1;
 }
 
+// True once notify has sent `sent` messages to receiver and holds none in
+// its spool: everything posted so far has been delivered.
+bool Settled(const std::string& metrics, const std::string& receiver, int sent) {
+  return Metric(metrics, "anxin_notify_sent_messages_total{receiver=\"" + receiver + "\"}") ==
+             sent &&
+         Metric(metrics, "anxin_notify_spool_messages") == 0;
+}
+
 TEST(NotifyCli, DeliversSignedCardsDedupesAndSendsResolved) {
   TempDir dir;
   FakeBot bot;
@@ -126,7 +135,9 @@ TEST(NotifyCli, DeliversSignedCardsDedupesAndSendsResolved) {
   json notice = bot.messages()[1];
   EXPECT_EQ(notice["card"]["header"]["template"], "green");
   EXPECT_THAT(notice.dump(), HasSubstr("[RESOLVED]"));
-  std::this_thread::sleep_for(300ms);
+  // Once notify counts both as sent and its spool is empty, nothing else is
+  // on its way to the bot.
+  ASSERT_TRUE(WaitFor([&] { return Settled(n.Metrics(), "oncall", 2); })) << n.Metrics();
   EXPECT_EQ(bot.messages().size(), 2u);
   EXPECT_EQ(bot.bad_signatures(), 0);
   const std::string metrics = n.Metrics();
@@ -149,7 +160,7 @@ TEST(NotifyCli, RateLimitedAndServerErrorsAreRetriedAndDeliveredOnce) {
   ASSERT_GT(n.port(), 0) << n.Stderr();
   ASSERT_EQ(n.Post(Payload("g", {{"b1", "firing"}}))->status, 200);
   ASSERT_TRUE(bot.WaitFor(1, 30s)) << n.Stderr();
-  std::this_thread::sleep_for(500ms);
+  ASSERT_TRUE(WaitFor([&] { return Settled(n.Metrics(), "oncall", 1); })) << n.Metrics();
   EXPECT_EQ(bot.messages().size(), 1u);
   EXPECT_EQ(bot.calls(), 4);
   const std::string m = n.Metrics();
@@ -176,11 +187,12 @@ TEST(NotifyCli, UnreachableThenUp) {
   Notify n(dir, BotConfig(dir, url));
   ASSERT_GT(n.port(), 0) << n.Stderr();
   ASSERT_EQ(n.Post(Payload("g", {{"c1", "firing"}}))->status, 200);
-  std::this_thread::sleep_for(700ms);
-  EXPECT_GE(
-      Metric(n.Metrics(),
-             R"(anxin_notify_retried_messages_total{receiver="oncall",reason="unreachable"})"),
-      1);
+  EXPECT_TRUE(WaitFor([&] {
+    return Metric(
+               n.Metrics(),
+               R"(anxin_notify_retried_messages_total{receiver="oncall",reason="unreachable"})") >=
+           1;
+  })) << n.Metrics();
   FakeBot bot(port);
   ASSERT_TRUE(bot.WaitFor(1, 20s)) << n.Stderr();
   EXPECT_THAT(bot.messages()[0].dump(), HasSubstr("**Device:** c1"));
@@ -223,11 +235,10 @@ notify:
     Notify n(dir, cfg, {"env", "WRONG_SECRET=not-the-right-secret-value"});
     ASSERT_GT(n.port(), 0) << n.Stderr();
     ASSERT_EQ(n.Post(Payload("g", {{"d1", "firing"}}))->status, 200);
-    const auto end = std::chrono::steady_clock::now() + 10s;
-    while (bot.bad_signatures() == 0 && std::chrono::steady_clock::now() < end) {
-      std::this_thread::sleep_for(20ms);
-    }
-    std::this_thread::sleep_for(200ms);
+    ASSERT_TRUE(WaitFor([&] { return bot.bad_signatures() > 0; }, 10s));
+    // notify logs the bot's answer once it has read it.
+    EXPECT_TRUE(WaitFor([&] { return n.Stderr().find("19021") != std::string::npos; }, 10s))
+        << n.Stderr();
     EXPECT_EQ(n.Term(), 0);
     EXPECT_THAT(n.Stderr(), HasSubstr("19021"));
     EXPECT_THAT(n.Stderr(), Not(HasSubstr("not-the-right-secret-value")));
@@ -282,9 +293,7 @@ TEST(NotifyCli, LocalSinksWithoutAConfigurationFile) {
     std::lock_guard lock(mu);
     return !hooked.empty() && dir.Read("alerts.jsonl").find("\n") != std::string::npos;
   };
-  const auto end = std::chrono::steady_clock::now() + 20s;
-  while (!delivered() && std::chrono::steady_clock::now() < end) std::this_thread::sleep_for(20ms);
-  ASSERT_TRUE(delivered()) << n.Stderr();
+  ASSERT_TRUE(WaitFor(delivered, 20s)) << n.Stderr();
   json line = json::parse(dir.Read("alerts.jsonl"));
   EXPECT_EQ(line["receiver"], "file");
   EXPECT_EQ(line["alerts"][0]["node"], "demo-node");
@@ -386,13 +395,13 @@ notify:
   }
   poster.join();
   const size_t total = kGroups * kPerGroup;
-  const auto end = std::chrono::steady_clock::now() + 40s;
-  while (std::chrono::steady_clock::now() < end) {
-    std::set<std::pair<std::string, std::string>> unique;
-    for (const auto& x : hook.got()) unique.insert(x);
-    if (unique.size() >= total) break;
-    std::this_thread::sleep_for(50ms);
-  }
+  WaitFor(
+      [&] {
+        const auto got = hook.got();
+        return std::set<std::pair<std::string, std::string>>(got.begin(), got.end()).size() >=
+               total;
+      },
+      40s);  // what is missing then is reported below, by name
   const auto got = hook.got();
   std::map<std::pair<std::string, std::string>, int> count;
   for (const auto& x : got) ++count[x];
@@ -457,13 +466,13 @@ notify:
   EXPECT_GT(acked.size(), 3u);
   EXPECT_EQ(Metric(n.Metrics(), R"(anxin_notify_rejected_requests_total{reason="spool"})"), 3);
   // Everything acknowledged reaches the sink.
-  const auto end = std::chrono::steady_clock::now() + 20s;
   std::string audit;
-  while (std::chrono::steady_clock::now() < end) {
-    audit = testing::ReadTextFile(dir / "audit.jsonl");
-    if (audit.find("\"" + acked.back() + "\"") != std::string::npos) break;
-    std::this_thread::sleep_for(50ms);
-  }
+  WaitFor(
+      [&] {
+        audit = testing::ReadTextFile(dir / "audit.jsonl");
+        return audit.find("\"" + acked.back() + "\"") != std::string::npos;
+      },
+      20s);  // what is missing then is reported below, by name
   for (const auto& fp : acked) EXPECT_THAT(audit, HasSubstr("\"fingerprint\":\"" + fp + "\""));
 }
 

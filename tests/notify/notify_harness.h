@@ -98,12 +98,7 @@ class FakeBot {
     return bad_signatures_;
   }
   bool WaitFor(size_t n, std::chrono::seconds limit = std::chrono::seconds(20)) {
-    const auto end = std::chrono::steady_clock::now() + limit;
-    while (std::chrono::steady_clock::now() < end) {
-      if (messages().size() >= n) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    return false;
+    return ::anxin::testing::WaitFor([&] { return messages().size() >= n; }, limit);
   }
 
  private:
@@ -145,12 +140,14 @@ class NotifyProcess {
     auto child = Subprocess::Start(std::move(o));
     EXPECT_TRUE(child.has_value());
     if (child) child_ = std::move(*child);
-    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-    while (std::chrono::steady_clock::now() < end && child_ && child_->Running()) {
-      std::ifstream in(port_file_);
-      if (in >> port_ && port_ > 0) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
+    // The port once notify has written it; 0 when it exits or 30 s pass first.
+    WaitFor(
+        [&] {
+          if (!child_ || !child_->Running()) return true;
+          std::ifstream in(port_file_);
+          return in >> port_ && port_ > 0;
+        },
+        std::chrono::seconds(30));
   }
   int port() const { return port_; }
   HttpClient Client() const {

@@ -26,6 +26,7 @@ using ::anxin::testing::FixturePath;
 using ::anxin::testing::RunAnxin;
 using ::anxin::testing::SourcePath;
 using ::anxin::testing::TempDir;
+using ::anxin::testing::WaitFor;
 using ::testing::HasSubstr;
 using namespace std::chrono_literals;
 
@@ -36,15 +37,6 @@ bool HaveTorch() {
     return out && out->ok();
   }();
   return have;
-}
-
-bool WaitFor(const std::function<bool()>& done, std::chrono::milliseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(50ms);
-  }
-  return true;
 }
 
 // One node's `anxin run`, its output kept.

@@ -220,6 +220,44 @@ TEST(RunCliTest, SupervisorKilledLeavesNoRankRunning) {
   EXPECT_TRUE(left.empty()) << left.size() << " rank(s) outlived the supervisor";
 }
 
+TEST(RunCliTest, SigtermStopsTheRanksAndExitsWith128PlusTheSignal) {
+  TempDir dir;
+  const std::string marker = "ANXIN_RUN_TEST_MARKER=term-" + std::to_string(getpid());
+  SubprocessOptions so;
+  so.argv = {AnxinBinary(),
+             "run",
+             "--nproc-per-node",
+             "2",
+             "--state-dir",
+             dir / "state",
+             "--stop-grace",
+             "2s",
+             "--env",
+             marker,
+             "--",
+             "/bin/sh",
+             "-c",
+             "echo up; exec sleep 60"};
+  std::atomic<int> up{0};
+  so.on_stdout = [&](const OutputLine& l) {
+    if (l.text.find("up") != std::string::npos) ++up;
+  };
+  auto sup = Subprocess::Start(so);
+  ASSERT_TRUE(sup);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (up < 2 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_EQ(up.load(), 2);
+  ASSERT_EQ(::kill((*sup)->pid(), SIGTERM), 0);
+  auto st = (*sup)->Wait(std::chrono::steady_clock::now() + std::chrono::seconds(30));
+  ASSERT_TRUE(st) << st.error().ToString();
+  EXPECT_EQ(st->exit_code, 128 + SIGTERM) << st->Describe();
+  EXPECT_TRUE(ProcessesWith(marker).empty());  // stopped, not orphaned
+  // The job stays resumable.
+  EXPECT_THAT(ReadTextFile(dir / "state/supervisor.json"), HasSubstr("\"state\": \"running\""));
+}
+
 TEST(RunCliTest, BadPlaybooksAndEscalationSettingsAreUsageErrors) {
   TempDir dir;
   const std::string bad = dir.Write("bad.yaml",

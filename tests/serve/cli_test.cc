@@ -6,7 +6,7 @@
 
 #include "anxin/base/subprocess.h"
 #include "anxin/base/testing.h"
-#include "anxin/serve/testing_util.h"
+#include "anxin/net/http_testing.h"
 
 namespace anxin {
 namespace {
@@ -195,15 +195,14 @@ std::unique_ptr<Server> StartServer(std::vector<std::string> args, const TempDir
     return s;
   }
   s->proc = std::move(*p);
-  const auto deadline = std::chrono::steady_clock::now() + 30s;
-  while (std::chrono::steady_clock::now() < deadline && s->proc->Running()) {
-    const std::string text = ::anxin::testing::ReadTextFile(port_file);
-    if (!text.empty() && text.back() == '\n') {
-      s->port = std::stoi(text);
-      break;
-    }
-    std::this_thread::sleep_for(10ms);
-  }
+  // The port file is written whole (atomically) once the server listens.
+  ::anxin::testing::WaitFor(
+      [&] {
+        const std::string text = ::anxin::testing::ReadTextFile(port_file);
+        if (!text.empty() && text.back() == '\n') s->port = std::stoi(text);
+        return s->port > 0 || !s->proc->Running();
+      },
+      30s);
   EXPECT_GT(s->port, 0) << s->err;
   return s;
 }
@@ -220,19 +219,19 @@ TEST(ServeCli, SimAndGateServeAndStopCleanly) {
                   dir, "gate");
   ASSERT_GT(gate->port, 0);
   std::vector<std::string> reqs(
-      6, serve::testing::Post("/v1/completions",
-                              R"({"prompt":"hello there","max_tokens":8,"stream":true,
+      6, net::testing::Post("/v1/completions",
+                            R"({"prompt":"hello there","max_tokens":8,"stream":true,
                                   "stream_options":{"include_usage":true}})"));
-  auto xs = serve::testing::RunExchanges(gate->port, reqs, 60s);
+  auto xs = net::testing::RunExchanges(gate->port, reqs, 60s);
   for (const auto& x : xs) {
     ASSERT_TRUE(x.complete) << x.raw;
-    EXPECT_EQ(serve::testing::SseData(x.body).back(), "[DONE]");
+    EXPECT_EQ(net::testing::SseData(x.body).back(), "[DONE]");
   }
-  auto metrics = serve::testing::RunOne(gate->port, serve::testing::Get("/gate/metrics"));
+  auto metrics = net::testing::RunOne(gate->port, net::testing::Get("/gate/metrics"));
   EXPECT_THAT(metrics.body, HasSubstr("anxin_gate_in_flight_max 2"));
   EXPECT_THAT(metrics.body,
               HasSubstr("anxin_gate_request_seconds_count{route=\"/v1/completions\"} 6"));
-  auto sim_metrics = serve::testing::RunOne(sim->port, serve::testing::Get("/metrics"));
+  auto sim_metrics = net::testing::RunOne(sim->port, net::testing::Get("/metrics"));
   EXPECT_THAT(sim_metrics.body, HasSubstr("anxin_sim_requests_total{route=\"/v1/completions\","
                                           "code=\"200\"} 6"));
   // Both expositions are the metric model's: promtool accepts them as they are.

@@ -45,17 +45,6 @@ inline constexpr const char* kPromtool = "/usr/bin/promtool";
 inline constexpr const char* kPrometheus = "/usr/bin/prometheus";
 inline constexpr const char* kAlertmanager = "/usr/bin/prometheus-alertmanager";
 
-// Polls done every 50 ms; false when it is still false after timeout.
-inline bool WaitFor(const std::function<bool()>& done,
-                    std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return true;
-}
-
 // A TCP port on 127.0.0.1 nobody listens on right now.
 inline int FreePort() {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);

@@ -42,7 +42,7 @@
 #include "anxin/base/error.h"
 #include "anxin/base/http.h"
 #include "anxin/device/backend.h"
-#include "anxin/monitor/metrics.h"
+#include "anxin/monitor/metric_registry.h"
 #include "anxin/monitor/sdk_receiver.h"
 
 namespace anxin::agent {

@@ -352,8 +352,20 @@ void DeviceExporter::SampleOnce() {
     if (info.hbm_total_bytes > 0) g.memory_total->WithLabels(l).Set(total);
     if (info.throttle_celsius > 0) g.throttle_temperature->WithLabels(l).Set(info.throttle_celsius);
     if (!r) {
+      // No readings from a refused sample, not even a neighbour's: up 0, one
+      // log line each time the reason changes.
       c.sample_errors->WithLabels(l).Inc();
+      std::string why = r.error().Describe();
+      if (why != states_[i].sample_error) {
+        spdlog::warn("agent: device {}: sample refused, reported as down: {}", info.index, why);
+        states_[i].sample_error = std::move(why);
+      }
       continue;
+    }
+    if (!states_[i].sample_error.empty()) {
+      spdlog::info("agent: device {}: sampled again after: {}", info.index,
+                   states_[i].sample_error);
+      states_[i].sample_error.clear();
     }
     const DeviceSample& s = *r;
     const bool used_reported = Reported(s.hbm_used_bytes);

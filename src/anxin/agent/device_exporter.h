@@ -17,7 +17,9 @@
 // Gauges (labels node, device, uuid, model, bus_id, numa_node; rebuilt from
 // every snapshot, so a value the device did not report, or a device that did
 // not answer, has no series rather than a stale or sentinel value):
-//   anxin_device_info{vendor} 1, anxin_device_up (0: the last sample failed),
+//   anxin_device_info{vendor} 1, anxin_device_up (0: the last sample failed,
+//   e.g. a backend refused a reading it could not trust; logged as a warning
+//   once per reason, with an info line when sampling works again),
 //   anxin_device_memory_total_bytes, anxin_device_throttle_temperature_celsius
 //   (from the device's description, also while it is down), and from the
 //   last sample: anxin_device_memory_used_bytes, _memory_used_ratio,
@@ -63,7 +65,7 @@
 #include "anxin/base/error.h"
 #include "anxin/device/backend.h"
 #include "anxin/device/table.h"
-#include "anxin/monitor/metrics.h"
+#include "anxin/monitor/metric_registry.h"
 
 namespace anxin::agent {
 
@@ -122,6 +124,7 @@ class DeviceExporter {
     uint64_t ecc_single = 0, ecc_double = 0;
     std::map<int, bool> links;  // port -> up
     bool seen = false;
+    std::string sample_error;  // why the last sample failed, logged once; "" when it did not
   };
   DeviceExporter(device::DeviceBackend& backend, monitor::Registry& registry,
                  DeviceExporterOptions options);

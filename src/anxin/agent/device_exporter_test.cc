@@ -2,34 +2,31 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
 
+#include <cctype>
 #include <functional>
 #include <optional>
 #include <sstream>
 #include <thread>
 
 #include "anxin/base/testing.h"
+#include "anxin/device/ascend/ascend_backend.h"
 #include "anxin/device/registry.h"
 
 namespace anxin::agent {
 namespace {
 
 using ::anxin::testing::Value;
+using ::anxin::testing::WaitFor;
 
 using namespace std::chrono_literals;
 using device::DeviceInfo;
 using device::DeviceSample;
 using ::testing::HasSubstr;
 using ::testing::Not;
-
-bool WaitFor(const std::function<bool()>& done) {
-  const auto deadline = std::chrono::steady_clock::now() + 10s;
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(2ms);
-  }
-  return true;
-}
 
 // Labels of device i of the sim's faults scenario, as the exporter writes them.
 std::string Labels(const DeviceExporter& e, int i, std::string more = "") {
@@ -184,6 +181,121 @@ TEST(DeviceExporterTest, UnreportedValuesAndLostDevicesAreLeftOut) {
   EXPECT_THAT(snap->rows[0].sample.error().message(), HasSubstr("fallen off the bus"));
 }
 
+// The `npu-smi info` capture of a 16 x 910B2C node cut to NPUs 0 and 1.
+std::string TwoNpuCapture() {
+  const std::string text = ::anxin::testing::ReadTextFile(
+      ::anxin::testing::FixturePath("ascend/npu-smi-info-16x910B2C-busy.txt"));
+  std::string out;
+  std::istringstream in(text);
+  bool in_processes = false, drop_chip_row = false;
+  for (std::string line; std::getline(in, line);) {
+    // Rows of NPUs 2..15: an NPU row, the Chip row after it, process rows.
+    if (line.find("Process id") != std::string::npos) in_processes = true;
+    const bool row = line.size() > 3 && line.starts_with("| ") && std::isdigit(line[2]);
+    if (row && drop_chip_row) {
+      drop_chip_row = false;
+      continue;
+    }
+    if (row && std::stoi(line.substr(2)) > 1) {
+      drop_chip_row = !in_processes;
+      continue;
+    }
+    out += line + "\n";
+  }
+  return out;
+}
+
+std::string Replace(std::string text, std::string_view from, std::string_view to) {
+  size_t at = text.find(from);
+  if (at != std::string::npos) text.replace(at, from.size(), to);
+  return text;
+}
+
+// A reading the ascend backend refuses (an npu-smi table whose rows do not
+// fit, or a chip that moved to another Bus-Id) is the device's up 0 and one
+// log line, never numbers from a neighbouring device's rows.
+TEST(DeviceExporterTest, ARefusedReadingIsDownAndLoggedNeverANeighboursNumbers) {
+  ::anxin::testing::TempDir dir;
+  const std::string capture = TwoNpuCapture();
+  dir.Write("info.txt", capture);
+  const std::string npu_smi =
+      dir.Write("npu-smi", "#!/bin/sh\n[ \"$*\" = info ] && exec cat '" + (dir / "info.txt") +
+                               "'\necho \"unsupported: $*\" >&2; exit 2\n");
+  ASSERT_EQ(::chmod(npu_smi.c_str(), 0755), 0);
+  VirtualClock clock;
+  auto backend = device::ascend::MakeAscendBackend({.dcmi_library = "/nonexistent/libdcmi.so",
+                                                    .npu_smi = npu_smi,
+                                                    .hccn_tool = "/nonexistent/hccn_tool"},
+                                                   clock);
+  ASSERT_TRUE(backend.has_value()) << backend.error().ToString();
+  monitor::Registry registry;
+  auto e = DeviceExporter::Create(**backend, registry, {.node = "n1", .clock = &clock});
+  ASSERT_TRUE(e.has_value());
+  ASSERT_EQ((*e)->devices().size(), 2u);
+  std::ostringstream log;
+  auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(log);
+  spdlog::default_logger()->sinks().push_back(sink);
+  struct Unhook {
+    ~Unhook() { spdlog::default_logger()->sinks().pop_back(); }
+  } unhook;
+  auto sample = [&] {
+    clock.Advance(2s);  // npu-smi is run again at most once a second
+    (*e)->SampleOnce();
+    return Text(registry, **e);
+  };
+  // No NUMA node outside a real node's sysfs: the label is empty.
+  auto labels = [&](int i) {
+    const DeviceInfo& d = (*e)->devices()[static_cast<size_t>(i)];
+    EXPECT_EQ(d.numa_node, -1);
+    return "{node=\"n1\",device=\"" + std::to_string(i) + "\",uuid=\"" + d.uuid + "\",model=\"" +
+           d.model + "\",bus_id=\"" + d.pci_bus_id + "\",numa_node=\"\"}";
+  };
+  std::string t = sample();
+  EXPECT_EQ(Value(t, "anxin_device_up" + labels(0)), 1);
+  EXPECT_EQ(Value(t, "anxin_device_up" + labels(1)), 1);
+  EXPECT_EQ(Value(t, "anxin_device_temperature_celsius" + labels(0)), 35);
+  EXPECT_EQ(Value(t, "anxin_device_temperature_celsius" + labels(1)), 37);
+  EXPECT_EQ(log.str(), "");
+
+  // NPU 1's Chip row lost: the whole table is refused, for both devices.
+  const std::string chip1 = "| 0                         | 0000:19:00.0";
+  const size_t at = capture.find(chip1);
+  ASSERT_NE(at, std::string::npos);
+  dir.Write("info.txt", capture.substr(0, at) + capture.substr(capture.find('\n', at) + 1));
+  t = sample();
+  for (int i : {0, 1}) {
+    EXPECT_EQ(Value(t, "anxin_device_up" + labels(i)), 0) << i;
+    EXPECT_EQ(Value(t, "anxin_device_sample_errors_total" + labels(i)), 1) << i;
+  }
+  EXPECT_THAT(t, Not(HasSubstr("anxin_device_temperature_celsius")));
+  EXPECT_THAT(t, Not(HasSubstr("anxin_device_power_watts")));
+  EXPECT_THAT(log.str(), HasSubstr("agent: device 1: sample refused, reported as down: NPU 1: "
+                                   "npu-smi info: line 10: NPU 1 has no Chip/Bus-Id row after it"));
+  // The same reason again is not logged again.
+  const std::string once = log.str();
+  t = sample();
+  EXPECT_EQ(Value(t, "anxin_device_sample_errors_total" + labels(1)), 2);
+  EXPECT_EQ(log.str(), once);
+
+  // A table that reads, but lists NPU 1 at another Bus-Id: NPU 1 is down,
+  // NPU 0 is read.
+  dir.Write("info.txt", Replace(capture, "0000:19:00.0", "0000:1A:00.0"));
+  t = sample();
+  EXPECT_EQ(Value(t, "anxin_device_up" + labels(0)), 1);
+  EXPECT_EQ(Value(t, "anxin_device_temperature_celsius" + labels(0)), 35);
+  EXPECT_EQ(Value(t, "anxin_device_up" + labels(1)), 0);
+  EXPECT_FALSE(Value(t, "anxin_device_temperature_celsius" + labels(1)).has_value());
+  EXPECT_THAT(log.str(), HasSubstr("agent: device 1: sample refused, reported as down: NPU 1: "
+                                   "npu-smi info now lists card 1 chip 0 at Bus-Id 0000:1A:00.0"));
+  EXPECT_THAT(log.str(), HasSubstr("agent: device 0: sampled again after: NPU 0: npu-smi info: "
+                                   "line 10"));
+
+  dir.Write("info.txt", capture);
+  t = sample();
+  EXPECT_EQ(Value(t, "anxin_device_up" + labels(1)), 1);
+  EXPECT_EQ(Value(t, "anxin_device_temperature_celsius" + labels(1)), 37);
+}
+
 TEST(DeviceExporterTest, WithoutFaultEventsFlapsAreInferredFromSamples) {
   FakeBackend fake;
   DeviceSample s;
@@ -279,9 +391,14 @@ TEST(DeviceExporterTest, TheLoopSamplesEveryIntervalAndCountsOverruns) {
   clock.Advance(10s);
   ASSERT_TRUE(WaitFor([&] { return (*e)->passes() == 2; }));
   ASSERT_TRUE(clock.WaitForSleepers(1, 5s));
-  clock.Advance(5s);  // not yet due
-  std::this_thread::sleep_for(20ms);
+  // Not yet due: the loop stays asleep (a virtual clock wakes a sleeper only
+  // once its deadline has come), and is due again 10 s after the last pass.
+  clock.Advance(5s);
+  EXPECT_EQ(clock.sleepers(), 1);
   EXPECT_EQ((*e)->passes(), 2u);
+  clock.Advance(5s);
+  ASSERT_TRUE(WaitFor([&] { return (*e)->passes() == 3; }));
+  ASSERT_TRUE(clock.WaitForSleepers(1, 5s));
   (*e)->Stop();
   EXPECT_EQ((*e)->overruns(), 0u);
   // A pass slower than the interval (a device read that hangs) is an overrun.

@@ -8,7 +8,7 @@
 
 #include "anxin/doctor/facts.h"
 #include "anxin/doctor/registry.h"
-#include "anxin/doctor/report.h"
+#include "anxin/doctor/check_report.h"
 #include "anxin/doctor/tools.h"
 #include "anxin/host/root_fs.h"
 

@@ -33,7 +33,7 @@
 
 #include "anxin/base/clock.h"
 #include "anxin/base/error.h"
-#include "anxin/monitor/metrics.h"
+#include "anxin/monitor/metric_registry.h"
 
 namespace anxin::agent {
 

@@ -8,6 +8,8 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "anxin/base/time_format.h"
+
 namespace anxin::agent {
 
 using device::DeviceInfo;
@@ -542,7 +544,7 @@ std::string History::DevicesJson(double since) const {
       {"node", options_.node},
       {"source", source_},
       {"time", last_time_ == Clock::TimePoint{} ? nlohmann::json(nullptr)
-                                                : nlohmann::json(device::FormatTime(last_time_))},
+                                                : nlohmann::json(FormatRfc3339(last_time_))},
       {"interval_seconds", ToSeconds(options_.interval)},
       {"window_seconds", ToSeconds(options_.window)},
       {"points", capacity_},
@@ -591,7 +593,7 @@ std::string History::JobsJson(double since) const {
   }
   nlohmann::json out = {
       {"time", last_time_ == Clock::TimePoint{} ? nlohmann::json(nullptr)
-                                                : nlohmann::json(device::FormatTime(last_time_))},
+                                                : nlohmann::json(FormatRfc3339(last_time_))},
       {"jobs", std::move(jobs)},
   };
   return Dump(out);
@@ -608,7 +610,7 @@ std::string History::EventsJson(uint64_t after) const {
     auto d = devices_.find(e.device);
     events.push_back({
         {"seq", e.seq},
-        {"time", device::FormatTime(e.time)},
+        {"time", FormatRfc3339(e.time)},
         {"unix", UnixSeconds(e.time)},
         {"device", e.device},
         {"label", e.device < 0          ? "job " + e.job

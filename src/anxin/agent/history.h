@@ -56,7 +56,7 @@
 #include "anxin/base/error.h"
 #include "anxin/device/backend.h"
 #include "anxin/device/table.h"
-#include "anxin/monitor/metrics.h"
+#include "anxin/monitor/metric_registry.h"
 #include "anxin/monitor/sdk_wire.h"
 
 namespace anxin::agent {

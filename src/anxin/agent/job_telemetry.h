@@ -64,7 +64,7 @@
 
 #include "anxin/base/clock.h"
 #include "anxin/base/error.h"
-#include "anxin/monitor/metrics.h"
+#include "anxin/monitor/metric_registry.h"
 #include "anxin/monitor/sdk_wire.h"
 
 namespace anxin::agent {

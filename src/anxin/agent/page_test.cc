@@ -25,6 +25,7 @@ using namespace std::chrono_literals;
 using ::anxin::testing::IsOk;
 using ::anxin::testing::ReadTextFile;
 using ::anxin::testing::TempDir;
+using ::anxin::testing::WaitFor;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
@@ -44,15 +45,6 @@ devices:
 events:
   - {at: 1s, device: 1, kind: error_raise, code: 80CB8009, severity: minor, text: page test}
 )";
-
-bool WaitFor(const std::function<bool()>& done, std::chrono::milliseconds timeout = 20s) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(50ms);
-  }
-  return true;
-}
 
 class PageTest : public ::testing::Test {
  protected:

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "anxin/base/monotonic_clock.h"
+
 namespace anxin {
 namespace {
 
@@ -25,7 +27,35 @@ class WallClock final : public Clock {
   std::condition_variable_any cv_;
 };
 
+class SteadyWallClock final : public Clock {
+ public:
+  TimePoint Now() const override {
+    return wall_start_ +
+           std::chrono::duration_cast<Duration>(std::chrono::steady_clock::now() - steady_start_);
+  }
+
+  bool SleepUntil(TimePoint deadline, std::stop_token stop) override {
+    std::unique_lock lock(mu_);
+    const auto steady_deadline =
+        steady_start_ +
+        std::chrono::duration_cast<std::chrono::steady_clock::duration>(deadline - wall_start_);
+    cv_.wait_until(lock, stop, steady_deadline, [] { return false; });
+    return !stop.stop_requested() && Now() >= deadline;
+  }
+
+ private:
+  const TimePoint wall_start_ = RealClock().Now();
+  const std::chrono::steady_clock::time_point steady_start_ = std::chrono::steady_clock::now();
+  std::mutex mu_;
+  std::condition_variable_any cv_;
+};
+
 }  // namespace
+
+Clock& MonotonicClock() {
+  static SteadyWallClock* clock = new SteadyWallClock();
+  return *clock;
+}
 
 Clock& RealClock() {
   static WallClock* clock = new WallClock();

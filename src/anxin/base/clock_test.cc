@@ -5,6 +5,8 @@
 #include <atomic>
 #include <thread>
 
+#include "anxin/base/monotonic_clock.h"
+
 namespace anxin {
 namespace {
 
@@ -67,6 +69,28 @@ TEST(RealClockTest, PastDeadlineReturnsAtOnceAndStopInterrupts) {
   stop.request_stop();
   EXPECT_FALSE(clock.SleepUntil(clock.Now() + 1h, stop.get_token()));
   auto before = clock.Now();
+  EXPECT_TRUE(clock.SleepFor(20ms));
+  EXPECT_GE(clock.Now() - before, 20ms);
+}
+
+TEST(MonotonicClockTest, StartsAtTheWallTimeAndNeverGoesBack) {
+  Clock& clock = MonotonicClock();
+  const auto wall = RealClock().Now();
+  const auto first = clock.Now();
+  // Near the wall clock (unless it was set since the first call, which is
+  // what this clock ignores), and never backward.
+  EXPECT_LT(std::chrono::abs(first - wall), 1h);
+  Clock::TimePoint last = first;
+  for (int i = 0; i < 1000; ++i) {
+    const auto now = clock.Now();
+    ASSERT_GE(now, last);
+    last = now;
+  }
+  EXPECT_TRUE(clock.SleepUntil(clock.Now() - 1s));
+  std::stop_source stop;
+  stop.request_stop();
+  EXPECT_FALSE(clock.SleepUntil(clock.Now() + 1h, stop.get_token()));
+  const auto before = clock.Now();
   EXPECT_TRUE(clock.SleepFor(20ms));
   EXPECT_GE(clock.Now() - before, 20ms);
 }

@@ -1,7 +1,10 @@
 #include "anxin/base/strings.h"
 
+#include <fmt/format.h>
+
 #include <cctype>
 #include <charconv>
+#include <cmath>
 
 namespace anxin {
 
@@ -71,6 +74,33 @@ std::optional<int64_t> ParseInt(std::string_view s) {
   auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v, base);
   if (ec != std::errc() || p != s.data() + s.size()) return std::nullopt;
   return neg ? -v : v;
+}
+
+std::optional<double> ParseDouble(std::string_view s) {
+  s = Trim(s);
+  if (s.empty()) return std::nullopt;
+  double v = 0;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || p != s.data() + s.size() || !std::isfinite(v)) return std::nullopt;
+  return v;
+}
+
+std::string FormatBytes(uint64_t bytes, ByteUnits units) {
+  if (units == ByteUnits::kExact) {
+    static constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    int unit = 0;
+    uint64_t v = bytes;
+    while (unit < 4 && v >= 1024 && v % 1024 == 0) {
+      v /= 1024;
+      ++unit;
+    }
+    return fmt::format("{} {}", v, kUnits[unit]);
+  }
+  const double v = static_cast<double>(bytes);
+  if (v >= 1024.0 * 1024 * 1024) return fmt::format("{:.2f} GiB", v / (1024.0 * 1024 * 1024));
+  if (v >= 1024.0 * 1024) return fmt::format("{:.1f} MiB", v / (1024.0 * 1024));
+  if (v >= 1024.0) return fmt::format("{:.1f} KiB", v / 1024.0);
+  return fmt::format("{} B", bytes);
 }
 
 std::string ToLower(std::string_view s) {

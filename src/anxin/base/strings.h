@@ -1,9 +1,12 @@
 // Small text helpers shared by every module: trimming, splitting, case,
-// strict integer parsing of tokens found in /proc, /sys, tool output and
-// configuration values, UTF-8 checks and XML escaping.
+// strict number parsing of tokens found in /proc, /sys, tool output and
+// configuration values, byte counts for people, UTF-8 checks and XML escaping.
 //
 //   std::string_view v = Trim("  42 \n");                    // "42"
 //   std::optional<int64_t> n = ParseInt(v);                   // 42
+//   std::optional<double> f = ParseDouble("0.25");            // 0.25
+//   std::string size = FormatBytes(1288490189);               // "1.20 GiB"
+//   std::string exact = FormatBytes(65536, ByteUnits::kExact);  // "64 KiB"
 //   std::string text = "cpu0\ncpu1\n";
 //   for (std::string_view line : SplitLines(text)) std::puts(std::string(line).c_str());
 //   std::vector<std::string_view> words = SplitWords("a  b\tc");   // "a", "b", "c"
@@ -39,6 +42,22 @@ std::vector<std::string_view> Split(std::string_view s, char sep);
 // A whole (trimmed) token as a base-10 integer (or base 16 with "0x");
 // nullopt otherwise.
 std::optional<int64_t> ParseInt(std::string_view s);
+// A whole (trimmed) token as a finite decimal number ("3", "-0.5", "1e-3");
+// nullopt for anything else: trailing text, a leading '+', "inf", "nan",
+// hexadecimal, out of range.
+std::optional<double> ParseDouble(std::string_view s);
+
+// How FormatBytes writes a count.
+enum class ByteUnits {
+  // The largest binary unit up to GiB the count reaches, rounded: "1.20 GiB",
+  // "512.0 MiB", "1.5 KiB", "1000 B". For sizes read by people.
+  kRounded,
+  // The largest binary unit up to TiB that divides the count exactly:
+  // "64 KiB", "3 GiB", "1000 B", "1536 B". For message sizes and block sizes,
+  // where the exact value matters.
+  kExact,
+};
+std::string FormatBytes(uint64_t bytes, ByteUnits units = ByteUnits::kRounded);
 // ASCII lower case.
 std::string ToLower(std::string_view s);
 // True when a and b differ at most in the case of ASCII letters (HTTP header

@@ -3,6 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <limits>
+
 namespace anxin {
 namespace {
 
@@ -27,6 +29,43 @@ TEST(StringsTest, SplitWordsAndSplit) {
   EXPECT_TRUE(SplitWords(" \t ").empty());
   EXPECT_THAT(Split("a,,b,", ','), ElementsAre("a", "", "b", ""));
   EXPECT_THAT(Split("", ','), ElementsAre(""));
+}
+
+TEST(StringsTest, ParseDoubleIsStrict) {
+  EXPECT_EQ(ParseDouble("0.25"), 0.25);
+  EXPECT_EQ(ParseDouble(" -3 \n"), -3.0);
+  EXPECT_EQ(ParseDouble("1e-3"), 1e-3);
+  EXPECT_EQ(ParseDouble("12"), 12.0);
+  EXPECT_FALSE(ParseDouble(""));
+  EXPECT_FALSE(ParseDouble("  "));
+  EXPECT_FALSE(ParseDouble("0.5x"));
+  EXPECT_FALSE(ParseDouble("+1"));
+  EXPECT_FALSE(ParseDouble("inf"));
+  EXPECT_FALSE(ParseDouble("nan"));
+  EXPECT_FALSE(ParseDouble("1e999"));
+  EXPECT_FALSE(ParseDouble("1 2"));
+  EXPECT_FALSE(ParseDouble("1,5"));
+  EXPECT_FALSE(ParseDouble("."));
+}
+
+TEST(StringsTest, FormatBytesRounded) {
+  EXPECT_EQ(FormatBytes(0), "0 B");
+  EXPECT_EQ(FormatBytes(1023), "1023 B");
+  EXPECT_EQ(FormatBytes(1536), "1.5 KiB");
+  EXPECT_EQ(FormatBytes(512ull << 20), "512.0 MiB");
+  EXPECT_EQ(FormatBytes(1288490189), "1.20 GiB");
+  EXPECT_EQ(FormatBytes(80ull << 30), "80.00 GiB");
+  EXPECT_EQ(FormatBytes(3ull << 40), "3072.00 GiB");
+}
+
+TEST(StringsTest, FormatBytesExact) {
+  EXPECT_EQ(FormatBytes(8, ByteUnits::kExact), "8 B");
+  EXPECT_EQ(FormatBytes(1000, ByteUnits::kExact), "1000 B");
+  EXPECT_EQ(FormatBytes(1536, ByteUnits::kExact), "1536 B");
+  EXPECT_EQ(FormatBytes(64 << 10, ByteUnits::kExact), "64 KiB");
+  EXPECT_EQ(FormatBytes(1 << 20, ByteUnits::kExact), "1 MiB");
+  EXPECT_EQ(FormatBytes(3ull << 30, ByteUnits::kExact), "3 GiB");
+  EXPECT_EQ(FormatBytes(2048ull << 40, ByteUnits::kExact), "2048 TiB");
 }
 
 TEST(StringsTest, ParseIntIsStrict) {

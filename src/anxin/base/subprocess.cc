@@ -279,150 +279,182 @@ struct Subprocess::Impl {
     }
   }
 
-  void Serve(pid_t child) {
-    ::fcntl(out[0], F_SETFL, O_NONBLOCK);
-    ::fcntl(err[0], F_SETFL, O_NONBLOCK);
-    StreamState streams[2] = {{&out[0], OutputLine::Stream::kStdout, &options.on_stdout, {}},
-                              {&err[0], OutputLine::Stream::kStderr, &options.on_stderr, {}}};
-    enum class Phase { kRunning, kTerminating, kKilled } phase = Phase::kRunning;
-    Clock::time_point now = Clock::now();
+  // The I/O thread's state while it serves one child.
+  struct Serving {
+    enum class Phase { kRunning, kTerminating, kKilled };
+    Serving(pid_t pid, int* out_fd, const std::function<void(const OutputLine&)>* on_out,
+            int* err_fd, const std::function<void(const OutputLine&)>* on_err)
+        : child(pid),
+          streams{{out_fd, OutputLine::Stream::kStdout, on_out, {}},
+                  {err_fd, OutputLine::Stream::kStderr, on_err, {}}} {}
+    pid_t child;
+    StreamState streams[2];
+    Phase phase = Phase::kRunning;
     std::optional<Clock::time_point> timeout_at;
-    if (options.timeout) timeout_at = now + *options.timeout;
     Clock::time_point kill_at{};
     Clock::time_point linger_until{};
     bool leader_exited = false;
     bool timed_out = false;
     bool is_reaped = false;
+    bool any_open() const { return streams[0].open() || streams[1].open(); }
+  };
 
-    auto kill_group = [&](int sig) {
-      if (!is_reaped) ::kill(-child, sig);
-    };
-    auto begin_stop = [&](std::chrono::nanoseconds grace) {
-      if (grace <= std::chrono::nanoseconds::zero()) {
-        kill_group(SIGKILL);
-        phase = Phase::kKilled;
-        return;
-      }
-      kill_group(SIGTERM);
-      kill_group(SIGCONT);  // a stopped process acts on TERM only once continued
-      phase = Phase::kTerminating;
-      kill_at = Clock::now() + grace;
-    };
-    auto reap = [&] {
-      siginfo_t info{};
-      std::lock_guard lock(mu);
-      while (::waitid(P_PID, static_cast<id_t>(child), &info, WEXITED) != 0 && errno == EINTR) {
-      }
-      if (info.si_code == CLD_EXITED) {
-        status.exit_code = info.si_status;
-      } else {
-        status.signal = info.si_status;
-        status.core_dumped = info.si_code == CLD_DUMPED;
-      }
-      status.timed_out = timed_out;
-      reaped = true;
-      is_reaped = true;
-    };
-
+  // Forwards the child's output line by line, enforces the timeout and stop
+  // requests (TERM, the grace period, KILL to the whole process group), and
+  // reaps the child once its group is gone and its output read.
+  void Serve(pid_t child) {
+    ::fcntl(out[0], F_SETFL, O_NONBLOCK);
+    ::fcntl(err[0], F_SETFL, O_NONBLOCK);
+    Serving sv(child, &out[0], &options.on_stdout, &err[0], &options.on_stderr);
+    if (options.timeout) sv.timeout_at = Clock::now() + *options.timeout;
     while (true) {
-      bool stop_now = false;
-      std::chrono::nanoseconds grace{0};
-      {
-        std::lock_guard lock(mu);
-        if (stop_requested && phase == Phase::kRunning) {
-          stop_now = true;
-          grace = stop_grace;
-        } else if (stop_requested && phase == Phase::kTerminating &&
-                   stop_grace <= std::chrono::nanoseconds::zero()) {
-          stop_now = true;  // the destructor wants it gone now
-        }
-      }
-      if (stop_now) begin_stop(grace);
-      now = Clock::now();
-      if (phase == Phase::kRunning && timeout_at && now >= *timeout_at) {
-        timed_out = true;
-        begin_stop(options.stop_grace);
-      }
-      if (phase == Phase::kTerminating && now >= kill_at) {
-        kill_group(SIGKILL);
-        phase = Phase::kKilled;
-      }
-      if (leader_exited && !is_reaped) {
-        // While stopping, the rest of the group gets its grace period; its
-        // closing the pipes is the sign that it is gone.
-        bool group_may_linger =
-            phase == Phase::kTerminating && (streams[0].open() || streams[1].open());
-        if (!group_may_linger) {
-          if (options.kill_stragglers || phase != Phase::kRunning) kill_group(SIGKILL);
-          reap();
-          linger_until = Clock::now() + options.output_linger;
-        }
-      }
-      if (is_reaped && !streams[0].open() && !streams[1].open()) break;
-      if (is_reaped && Clock::now() >= linger_until) {
-        for (auto& s : streams) {
-          if (s.open()) ReadStream(s);
-          if (s.open()) CloseStream(s);
-        }
-        break;
-      }
-
-      std::array<pollfd, 4> fds{};
-      size_t nfds = 0;
-      fds[nfds++] = {wake[0], POLLIN, 0};
-      int stream_slot[2] = {-1, -1};
-      for (int i = 0; i < 2; ++i) {
-        if (streams[i].open()) {
-          stream_slot[i] = static_cast<int>(nfds);
-          fds[nfds++] = {*streams[i].fd, POLLIN, 0};
-        }
-      }
-      int pid_slot = -1;
-      if (!leader_exited && pidfd >= 0) {
-        pid_slot = static_cast<int>(nfds);
-        fds[nfds++] = {pidfd, POLLIN, 0};
-      }
-      int wait_ms = -1;
-      auto wake_at = [&](Clock::time_point t) {
-        int ms = MillisUntil(now, t);
-        wait_ms = wait_ms < 0 ? ms : std::min(wait_ms, ms);
-      };
-      if (phase == Phase::kRunning && timeout_at) wake_at(*timeout_at);
-      if (phase == Phase::kTerminating) wake_at(kill_at);
-      if (is_reaped) wake_at(linger_until);
-      if (!leader_exited && pidfd < 0) wake_at(now + std::chrono::milliseconds(20));
-      int rc = ::poll(fds.data(), nfds, wait_ms);
-      if (rc < 0 && errno != EINTR) {
-        // Not expected; avoid spinning and let the timers make progress.
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-      }
-      now = Clock::now();
-      if (rc > 0 && (fds[0].revents & POLLIN)) {
-        char drain[64];
-        while (::read(wake[0], drain, sizeof(drain)) > 0) {
-        }
-      }
-      for (int i = 0; i < 2; ++i) {
-        if (stream_slot[i] >= 0 && fds[static_cast<size_t>(stream_slot[i])].revents != 0) {
-          ReadStream(streams[i]);
-        }
-      }
-      bool check_exit =
-          !leader_exited &&
-          (pidfd < 0 || (pid_slot >= 0 && fds[static_cast<size_t>(pid_slot)].revents != 0));
-      if (check_exit) {
-        // WNOWAIT: the zombie keeps the pid and group id reserved until the
-        // rest of the group has been dealt with.
-        siginfo_t info{};
-        if (::waitid(P_PID, static_cast<id_t>(child), &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
-            info.si_pid == child) {
-          leader_exited = true;
-        }
-      }
+      const Clock::time_point now = Clock::now();
+      AdvanceStop(sv, now);
+      if (ReapWhenGone(sv)) break;
+      WaitAndRead(sv, now);
     }
     std::lock_guard lock(mu);
     finished = true;
     cv.notify_all();
+  }
+
+  void KillGroup(const Serving& sv, int sig) {
+    if (!sv.is_reaped) ::kill(-sv.child, sig);
+  }
+
+  void BeginStop(Serving& sv, std::chrono::nanoseconds grace) {
+    if (grace <= std::chrono::nanoseconds::zero()) {
+      KillGroup(sv, SIGKILL);
+      sv.phase = Serving::Phase::kKilled;
+      return;
+    }
+    KillGroup(sv, SIGTERM);
+    KillGroup(sv, SIGCONT);  // a stopped process acts on TERM only once continued
+    sv.phase = Serving::Phase::kTerminating;
+    sv.kill_at = Clock::now() + grace;
+  }
+
+  // Stop requests, the timeout and the end of the grace period.
+  void AdvanceStop(Serving& sv, Clock::time_point now) {
+    bool stop_now = false;
+    std::chrono::nanoseconds grace{0};
+    {
+      std::lock_guard lock(mu);
+      if (stop_requested && sv.phase == Serving::Phase::kRunning) {
+        stop_now = true;
+        grace = stop_grace;
+      } else if (stop_requested && sv.phase == Serving::Phase::kTerminating &&
+                 stop_grace <= std::chrono::nanoseconds::zero()) {
+        stop_now = true;  // the destructor wants it gone now
+      }
+    }
+    if (stop_now) BeginStop(sv, grace);
+    if (sv.phase == Serving::Phase::kRunning && sv.timeout_at && now >= *sv.timeout_at) {
+      sv.timed_out = true;
+      BeginStop(sv, options.stop_grace);
+    }
+    if (sv.phase == Serving::Phase::kTerminating && now >= sv.kill_at) {
+      KillGroup(sv, SIGKILL);
+      sv.phase = Serving::Phase::kKilled;
+    }
+  }
+
+  void Reap(Serving& sv) {
+    siginfo_t info{};
+    std::lock_guard lock(mu);
+    while (::waitid(P_PID, static_cast<id_t>(sv.child), &info, WEXITED) != 0 && errno == EINTR) {
+    }
+    if (info.si_code == CLD_EXITED) {
+      status.exit_code = info.si_status;
+    } else {
+      status.signal = info.si_status;
+      status.core_dumped = info.si_code == CLD_DUMPED;
+    }
+    status.timed_out = sv.timed_out;
+    reaped = true;
+    sv.is_reaped = true;
+  }
+
+  // Reaps the child once its group is gone; true when serving is over (the
+  // child reaped and its output read, or the linger time spent).
+  bool ReapWhenGone(Serving& sv) {
+    if (sv.leader_exited && !sv.is_reaped) {
+      // While stopping, the rest of the group gets its grace period; its
+      // closing the pipes is the sign that it is gone.
+      const bool group_may_linger = sv.phase == Serving::Phase::kTerminating && sv.any_open();
+      if (!group_may_linger) {
+        if (options.kill_stragglers || sv.phase != Serving::Phase::kRunning) {
+          KillGroup(sv, SIGKILL);
+        }
+        Reap(sv);
+        sv.linger_until = Clock::now() + options.output_linger;
+      }
+    }
+    if (sv.is_reaped && !sv.any_open()) return true;
+    if (sv.is_reaped && Clock::now() >= sv.linger_until) {
+      for (auto& st : sv.streams) {
+        if (st.open()) ReadStream(st);
+        if (st.open()) CloseStream(st);
+      }
+      return true;
+    }
+    return false;
+  }
+
+  // Waits for output, the child's exit, a wake-up or the next timer, and
+  // handles what came.
+  void WaitAndRead(Serving& sv, Clock::time_point now) {
+    std::array<pollfd, 4> fds{};
+    size_t nfds = 0;
+    fds[nfds++] = {wake[0], POLLIN, 0};
+    int stream_slot[2] = {-1, -1};
+    for (int i = 0; i < 2; ++i) {
+      if (sv.streams[i].open()) {
+        stream_slot[i] = static_cast<int>(nfds);
+        fds[nfds++] = {*sv.streams[i].fd, POLLIN, 0};
+      }
+    }
+    int pid_slot = -1;
+    if (!sv.leader_exited && pidfd >= 0) {
+      pid_slot = static_cast<int>(nfds);
+      fds[nfds++] = {pidfd, POLLIN, 0};
+    }
+    int wait_ms = -1;
+    auto wake_at = [&](Clock::time_point t) {
+      int ms = MillisUntil(now, t);
+      wait_ms = wait_ms < 0 ? ms : std::min(wait_ms, ms);
+    };
+    if (sv.phase == Serving::Phase::kRunning && sv.timeout_at) wake_at(*sv.timeout_at);
+    if (sv.phase == Serving::Phase::kTerminating) wake_at(sv.kill_at);
+    if (sv.is_reaped) wake_at(sv.linger_until);
+    if (!sv.leader_exited && pidfd < 0) wake_at(now + std::chrono::milliseconds(20));
+    int rc = ::poll(fds.data(), nfds, wait_ms);
+    if (rc < 0 && errno != EINTR) {
+      // Not expected; avoid spinning and let the timers make progress.
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    if (rc > 0 && (fds[0].revents & POLLIN)) {
+      char drain[64];
+      while (::read(wake[0], drain, sizeof(drain)) > 0) {
+      }
+    }
+    for (int i = 0; i < 2; ++i) {
+      if (stream_slot[i] >= 0 && fds[static_cast<size_t>(stream_slot[i])].revents != 0) {
+        ReadStream(sv.streams[i]);
+      }
+    }
+    const bool check_exit =
+        !sv.leader_exited &&
+        (pidfd < 0 || (pid_slot >= 0 && fds[static_cast<size_t>(pid_slot)].revents != 0));
+    if (check_exit) {
+      // WNOWAIT: the zombie keeps the pid and group id reserved until the
+      // rest of the group has been dealt with.
+      siginfo_t info{};
+      if (::waitid(P_PID, static_cast<id_t>(sv.child), &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+          info.si_pid == sv.child) {
+        sv.leader_exited = true;
+      }
+    }
   }
 };
 

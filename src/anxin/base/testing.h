@@ -16,6 +16,9 @@
 //   EXPECT_EQ(out.exit_code, 0) << out.stderr_text;
 //   std::string npu_smi = ReadTextFile(FixturePath("ascend/npu-smi-info-1x910B4-idle.txt"));
 //
+//   bool ready = true;                             // set by the code under test
+//   EXPECT_TRUE(WaitFor([&] { return ready; }, std::chrono::seconds(10)));
+//
 // Paths come from the ANXIN_SOURCE_DIR and ANXIN_BINARY_DIR definitions that
 // anxin_test() (cmake/AnxinHelpers.cmake) gives every test executable; tests
 // never read anything outside the repository and the build tree.
@@ -29,13 +32,16 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <optional>
 #include <sstream>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -69,6 +75,23 @@ MATCHER_P2(HasCode, code, message_matcher,
   *result_listener << "error: " << arg.error().ToString();
   return arg.error().code() == code &&
          ::testing::ExplainMatchResult(message_matcher, arg.error().Describe(), result_listener);
+}
+
+// Polls done until it is true (true) or timeout has passed (false): the way
+// a test waits for something another thread or process does, instead of a
+// fixed sleep. The first poll is at once; the pause between polls grows from
+// 1 ms to 20 ms, so quick conditions are seen quickly and slow ones (an HTTP
+// scrape, a file another process writes) are not polled in a busy loop.
+inline bool WaitFor(const std::function<bool()>& done,
+                    std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::chrono::milliseconds pause(1);
+  while (!done()) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::milliseconds(20));
+  }
+  return true;
 }
 
 // The whole file as bytes; "" when it cannot be read (the test's own

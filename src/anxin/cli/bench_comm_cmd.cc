@@ -19,12 +19,13 @@
 #include "anxin/base/config.h"
 #include "anxin/base/file.h"
 #include "anxin/cli/command.h"
-#include "anxin/comm/compare.h"
+#include "anxin/comm/result_diff.h"
 #include "anxin/comm/format.h"
 #include "anxin/comm/import.h"
 #include "anxin/comm/launcher.h"
 #include "anxin/comm/options.h"
 #include "anxin/comm/stats.h"
+#include "anxin/comm/sweep.h"
 
 namespace anxin::cli {
 namespace {
@@ -148,52 +149,17 @@ int RunLaunched(const Opts& o, const comm::BenchOptions& b) {
 }
 
 int RunSweep(const Opts& o, const comm::BenchOptions& b) {
-  comm::SweepReport sweep;
-  if (!o.algos.empty()) {
-    std::string_view list = o.algos;
-    while (!list.empty()) {
-      auto comma = list.find(',');
-      sweep.algos.emplace_back(list.substr(0, comma));
-      if (comma == std::string_view::npos) break;
-      list.remove_prefix(comma + 1);
-    }
-  } else {
-    sweep.algos = comm::DefaultSweepAlgorithms(b.engine, b.op);
-  }
-  if (sweep.algos.empty()) {
-    return ReportError(
-        Error(ErrorCode::kInvalidArgument, std::string("--sweep-algos: the ") + b.engine +
-                                               " engine has no algorithm choice for " +
-                                               std::string(comm::OpName(b.op))));
-  }
-  comm::BenchOptions each = b;
-  each.json = true;  // the worker's JSON is read here
-  each.json_file.clear();
-  each.csv_file.clear();
-  int status = 0;
-  for (size_t i = 0; i < sweep.algos.size(); ++i) {
-    const std::string& algo = sweep.algos[i];
-    if (auto st = comm::AlgorithmEnvironment(b.engine, b.op, algo); !st) {
-      return ReportError(st.error());
-    }
-    std::fprintf(stderr, "sweep: %s (%zu of %zu)\n", algo.c_str(), i + 1, sweep.algos.size());
-    auto request = Request(o, each, algo);
-    if (!request) return ReportError(request.error());
-    std::string json_text;
-    auto result = comm::RunLaunch(
-        comm::BuildLaunch(*request), Deadline(o, b),
-        [&](const std::string& line) { json_text += line + "\n"; }, PrintProgress);
-    if (!result) return ReportError(result.error().With("algorithm " + algo));
-    if (result->status >= 2) {
-      return ReportError(Error(ErrorCode::kUnavailable, "algorithm " + algo + ": the run failed"));
-    }
-    status = std::max(status, result->status);
-    nlohmann::json j = nlohmann::json::parse(json_text, nullptr, false);
-    auto run = comm::CommRunFromJson(j, "the worker's result for " + algo);
-    if (!run) return ReportError(run.error());
-    sweep.runs.push_back(*std::move(run));
-  }
-  comm::FindCrossovers(sweep);
+  comm::SweepRequest request;
+  auto launch = Request(o, b, "");
+  if (!launch) return ReportError(launch.error());
+  request.launch = *std::move(launch);
+  request.bench = b;
+  request.algos = o.algos;
+  request.timeout = Deadline(o, b);
+  auto outcome = comm::RunSweep(request, PrintProgress);
+  if (!outcome) return ReportError(outcome.error());
+  const comm::SweepReport& sweep = outcome->sweep;
+  const int status = outcome->status;
   const nlohmann::json j = comm::ToJson(sweep);
   if (!o.save.empty()) {
     if (auto st = WriteFileAtomic(o.save, j.dump(2) + "\n"); !st) return ReportError(st.error());

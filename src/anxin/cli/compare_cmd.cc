@@ -15,8 +15,8 @@
 
 #include "anxin/base/file.h"
 #include "anxin/cli/command.h"
-#include "anxin/compare/compare.h"
-#include "anxin/compare/report.h"
+#include "anxin/compare/dump_compare.h"
+#include "anxin/compare/compare_report.h"
 
 namespace anxin::cli {
 namespace {

@@ -10,6 +10,7 @@
 
 #include "anxin/base/clock.h"
 #include "anxin/base/config.h"
+#include "anxin/base/stop_token.h"
 #include "anxin/cli/command.h"
 #include "anxin/device/live_view.h"
 #include "anxin/device/registry.h"
@@ -53,17 +54,8 @@ int Run(const Options& o, const GlobalOptions& g) {
     clock = &*virtual_clock;
   }
   // Flags win over the configuration file and ANXIN_DEVICE_BACKEND / ANXIN_SCENARIO.
-  std::string backend_name = !o.backend.empty() ? o.backend : g.config.device.backend;
-  if (backend_name.empty()) backend_name = std::string(device::kDefaultBackend);
-  const std::string& scenario = !o.scenario.empty() ? o.scenario : g.config.device.scenario;
-  auto backend = device::CreateBackend(backend_name, {.scenario = scenario, .clock = clock});
-  if (!backend) {
-    Error e = backend.error();
-    // A scenario file that cannot be what was meant names the flag that gave it.
-    const bool input = e.code() == ErrorCode::kInvalidArgument || e.code() == ErrorCode::kNotFound;
-    if (input && !o.scenario.empty() && backend_name == "sim") e.With("--scenario");
-    return ReportError(e);
-  }
+  auto backend = device::CreateConfiguredBackend(o.backend, o.scenario, g.config, clock);
+  if (!backend) return ReportError(backend.error());
   if (virtual_clock) virtual_clock->Advance(FromSeconds(at_seconds));
 
   const bool tty = isatty(STDOUT_FILENO) == 1;
@@ -74,8 +66,9 @@ int Run(const Options& o, const GlobalOptions& g) {
   view_options.color = color;
   view_options.json = json;
   device::LiveView view(stdout, view_options);
-  std::stop_token stop =
-      (o.watch && !virtual_clock) ? device::StopOnInterrupt() : std::stop_token();
+  std::optional<StopOnSignals> signals;  // Ctrl-C ends a live watch
+  if (o.watch && !virtual_clock) signals.emplace();
+  std::stop_token stop = signals ? signals->token() : std::stop_token();
   if (!o.watch) {
     auto snap = device::TakeSnapshot(**backend, *clock);
     if (!snap) return ReportError(snap.error());

@@ -9,7 +9,7 @@
 #include "anxin/doctor/fix.h"
 #include "anxin/doctor/multi_host.h"
 #include "anxin/doctor/registry.h"
-#include "anxin/doctor/report.h"
+#include "anxin/doctor/check_report.h"
 #include "anxin/doctor/tools.h"
 
 namespace anxin::cli {

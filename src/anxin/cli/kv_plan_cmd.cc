@@ -6,75 +6,30 @@
 //                 --device-memory 64GiB --format fp16,int8,int4,int4-asym:kivi
 #include <cstdio>
 #include <memory>
-#include <sstream>
 
-#include "anxin/base/config.h"
 #include "anxin/cli/command.h"
-#include "anxin/serve/kv_plan.h"
+#include "anxin/kv/kv_plan.h"
 
 namespace anxin::cli {
 namespace {
 
-namespace serve = anxin::serve;
+namespace kv = anxin::kv;
 
-struct Opts {
-  std::string model, device_memory, weights, reserve = "1GiB", formats = "fp16,int8,int4";
-  int layers = 0, kv_heads = 0, head_dim = 0, tp = 1, block = 16, seq_len = 4096;
-  double utilization = 0.9;
-};
-
-int Run(const Opts& o, const GlobalOptions& g) {
-  serve::KvPlanInput in;
-  if (!o.model.empty()) {
-    if (auto s = serve::ApplyModelPreset(o.model, in); !s)
-      return ReportError(s.error().With("--model"));
-  }
-  if (o.layers > 0) in.shape.layers = o.layers;
-  if (o.kv_heads > 0) in.shape.kv_heads = o.kv_heads;
-  if (o.head_dim > 0) in.shape.head_dim = o.head_dim;
-  if (o.model.empty() && (o.layers <= 0 || o.kv_heads <= 0 || o.head_dim <= 0)) {
-    return ReportError(Error(ErrorCode::kInvalidArgument,
-                             "give --model NAME, or --layers, --kv-heads and --head-dim"));
-  }
-  auto dev = ParseBytes(o.device_memory);
-  if (!dev) return ReportError(dev.error().With("--device-memory"));
-  in.device_memory = *dev;
-  if (!o.weights.empty()) {
-    auto w = ParseBytes(o.weights);
-    if (!w) return ReportError(w.error().With("--weights"));
-    in.weights_bytes = *w;
-  } else if (o.model.empty()) {
-    return ReportError(Error(ErrorCode::kInvalidArgument,
-                             "--weights is required without --model (e.g. --weights 16GiB)"));
-  }
-  auto reserve = ParseBytes(o.reserve);
-  if (!reserve) return ReportError(reserve.error().With("--reserve"));
-  in.reserve_bytes = *reserve;
-  in.tp = o.tp;
-  in.memory_utilization = o.utilization;
-  in.block_tokens = o.block;
-  in.seq_len = o.seq_len;
-  std::stringstream ss(o.formats);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    auto f = serve::ParseKvFormat(item);
-    if (!f) return ReportError(f.error().With("--format"));
-    in.formats.push_back(*f);
-  }
-  auto plan = serve::MakeKvPlan(in);
+int Run(const kv::KvPlanRequest& request, const GlobalOptions& g) {
+  auto plan = kv::PlanKv(request);
   if (!plan) return ReportError(plan.error());
   if (g.json) {
-    std::printf("%s\n", serve::KvPlanJson(*plan).dump(2).c_str());
+    std::printf("%s\n", kv::KvPlanJson(*plan).dump(2).c_str());
   } else {
-    std::fputs(serve::KvPlanText(*plan).c_str(), stdout);
+    std::fputs(kv::KvPlanText(*plan).c_str(), stdout);
   }
   return plan->fits ? kExitOk : kExitCheckFailed;
 }
 
 CommandMain Setup(CLI::App& app) {
-  auto o = std::make_shared<Opts>();
+  auto o = std::make_shared<kv::KvPlanRequest>();
   std::string presets;
-  for (const auto& p : serve::ModelPresets()) presets += (presets.empty() ? "" : ", ") + p.name;
+  for (const auto& p : kv::ModelPresets()) presets += (presets.empty() ? "" : ", ") + p.name;
   app.add_option("--model", o->model, "model preset: " + presets);
   app.add_option("--layers", o->layers, "transformer layers (overrides the preset)");
   app.add_option("--kv-heads", o->kv_heads, "KV heads (overrides the preset)");

@@ -14,7 +14,7 @@
 #include "anxin/mem/plan.h"
 #include "anxin/mem/plot.h"
 #include "anxin/mem/replay.h"
-#include "anxin/mem/report.h"
+#include "anxin/mem/replay_report.h"
 #include "anxin/mem/trace.h"
 
 namespace anxin::cli {

@@ -7,8 +7,9 @@
 #include <cstdio>
 #include <fstream>
 
+#include "anxin/base/file.h"
+#include "anxin/base/stop_token.h"
 #include "anxin/cli/command.h"
-#include "anxin/cli/serve_wait.h"
 #include "anxin/notify/config.h"
 #include "anxin/notify/service.h"
 
@@ -62,17 +63,16 @@ int Run(const Opts& o, const GlobalOptions& g) {
   }
   so.spool_dir = o.spool;
   so.threads = o.threads;
-  BlockStopSignals();
+  StopOnSignals stop;  // before any thread starts
   auto service = notify::Service::Start(std::move(*config), so);
   if (!service) return ReportError(service.error());
   if (!o.port_file.empty()) {
-    const std::string tmp = o.port_file + ".tmp";
-    std::ofstream(tmp) << (*service)->port() << "\n";
-    std::rename(tmp.c_str(), o.port_file.c_str());
+    Status st = WriteFileAtomic(o.port_file, std::to_string((*service)->port()) + "\n");
+    if (!st) return ReportError(st.error().With("--port-file"));
   }
   std::fprintf(stderr, "anxin notify: listening on http://%s:%d/webhook (spool %s)\n",
                so.host.c_str(), (*service)->port(), so.spool_dir.c_str());
-  const int sig = WaitForStop(0);
+  const int sig = stop.WaitFor(0);
   spdlog::info("notify: {} received, draining", sig == SIGINT ? "SIGINT" : "SIGTERM");
   (*service)->Stop();
   return kExitOk;

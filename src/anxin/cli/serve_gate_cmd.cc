@@ -5,100 +5,51 @@
 //   anxin serve gate --upstream http://127.0.0.1:8000 --port 9000 --max-concurrency 8
 #include <fmt/format.h>
 
-#include <charconv>
 #include <cstdio>
-#include <fstream>
 #include <memory>
-#include <sstream>
 
-#include "anxin/base/config.h"
+#include "anxin/base/file.h"
 #include "anxin/cli/command.h"
 #include "anxin/cli/serve_wait.h"
-#include "anxin/serve/gate.h"
+#include "anxin/serve/gate/gate.h"
 
 namespace anxin::cli {
 namespace {
 
-namespace serve = anxin::serve;
+namespace gate = anxin::serve::gate;
 
 struct Opts {
-  std::string host = "127.0.0.1", upstream, queue_timeout = "30s", connect_timeout = "5s",
-              idle_timeout = "600s", bypass = "/health,/v1/models,/metrics",
-              metrics_path = "/gate/metrics", port_file;
-  int port = 9000, max_concurrency = 8, max_queue = 64, retry_after = 0;
+  gate::GateRequest request;
+  std::string port_file;
   double duration = 0;
 };
 
-Status ParseUpstream(const std::string& url, serve::GateOptions& o) {
-  std::string_view s = url;
-  if (s.starts_with("https://")) {
-    return InvalidArgument(
-        "--upstream: https is not proxied; point the gate at the server's "
-        "plain-HTTP port");
-  }
-  if (s.starts_with("http://")) s.remove_prefix(7);
-  if (!s.empty() && s.back() == '/') s.remove_suffix(1);
-  const size_t colon = s.rfind(':');
-  if (colon == std::string_view::npos || s.find('/') != std::string_view::npos) {
-    return InvalidArgument(fmt::format(
-        "--upstream '{}': give http://HOST:PORT with an IPv4 address, e.g. http://127.0.0.1:8000",
-        url));
-  }
-  o.upstream_host = std::string(s.substr(0, colon));
-  if (o.upstream_host == "localhost") o.upstream_host = "127.0.0.1";
-  int port = 0;
-  auto [p, ec] = std::from_chars(s.data() + colon + 1, s.data() + s.size(), port);
-  if (ec != std::errc() || p != s.data() + s.size() || port <= 0 || port > 65535) {
-    return InvalidArgument(fmt::format("--upstream '{}': bad port", url));
-  }
-  o.upstream_port = port;
-  return Ok();
-}
-
 int Run(const Opts& o, const GlobalOptions& g) {
-  serve::GateOptions go;
-  if (auto s = ParseUpstream(o.upstream, go); !s) return ReportError(s.error());
-  go.http.host = o.host;
-  go.http.port = o.port;
-  go.max_concurrency = o.max_concurrency;
-  go.max_queue = o.max_queue;
-  go.retry_after_seconds = o.retry_after;
-  go.metrics_path = o.metrics_path;
-  struct {
-    const std::string& text;
-    const char* flag;
-    double* out;
-  } durations[] = {{o.queue_timeout, "--queue-timeout", &go.queue_timeout_seconds},
-                   {o.connect_timeout, "--connect-timeout", &go.connect_timeout_seconds},
-                   {o.idle_timeout, "--upstream-idle-timeout", &go.upstream_idle_timeout_seconds}};
-  for (auto& d : durations) {
-    auto v = ParseSeconds(d.text);
-    if (!v) return ReportError(v.error().With(d.flag));
-    *d.out = *v;
-  }
-  go.bypass.clear();
-  std::stringstream ss(o.bypass);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    if (!item.empty()) go.bypass.push_back(item);
-  }
+  auto go = gate::MakeGateOptions(o.request);
+  if (!go) return ReportError(go.error());
   BlockStopSignals();
-  serve::Gate gate(go);
+  gate::Gate gate(*go);
   if (auto s = gate.Start(); !s) return ReportError(s.error());
-  if (!o.port_file.empty()) std::ofstream(o.port_file) << gate.port() << "\n";
+  if (!o.port_file.empty()) {
+    if (auto s = WriteFileAtomic(o.port_file, fmt::format("{}\n", gate.port())); !s) {
+      gate.Stop();
+      return ReportError(s.error().With("--port-file"));
+    }
+  }
   std::fprintf(stderr,
                "anxin serve gate: listening on http://%s:%d -> http://%s:%d (at most %d in "
                "flight, %d queued for %s; metrics at %s)\n",
-               o.host.c_str(), gate.port(), go.upstream_host.c_str(), go.upstream_port,
-               go.max_concurrency, go.max_queue, o.queue_timeout.c_str(), o.metrics_path.c_str());
+               o.request.host.c_str(), gate.port(), go->upstream_host.c_str(), go->upstream_port,
+               go->max_concurrency, go->max_queue, o.request.queue_timeout.c_str(),
+               o.request.metrics_path.c_str());
   WaitForStop(o.duration);
-  serve::GateSnapshot snap = gate.Snapshot();
+  gate::GateSnapshot snap = gate.Snapshot();
   gate.Stop();
   if (g.json) {
     std::printf("%s\n", snap.ToJson().dump(2).c_str());
   } else {
     std::printf("admitted %llu (peak %d in flight of %d, peak queue %d); bypassed %llu\n",
-                (unsigned long long)snap.admitted, snap.max_in_flight_seen, go.max_concurrency,
+                (unsigned long long)snap.admitted, snap.max_in_flight_seen, go->max_concurrency,
                 snap.max_queued_seen, (unsigned long long)snap.forwarded_bypass);
     for (const auto& [route, r] : snap.routes) {
       std::string codes, rej, errs;
@@ -115,28 +66,29 @@ int Run(const Opts& o, const GlobalOptions& g) {
 
 CommandMain Setup(CLI::App& app) {
   auto o = std::make_shared<Opts>();
-  app.add_option("--upstream", o->upstream, "the inference server, http://HOST:PORT")->required();
-  app.add_option("--host", o->host, "address to listen on")->capture_default_str();
-  app.add_option("--port", o->port, "port (0: any free one; see --port-file)")
+  app.add_option("--upstream", o->request.upstream, "the inference server, http://HOST:PORT")
+      ->required();
+  app.add_option("--host", o->request.host, "address to listen on")->capture_default_str();
+  app.add_option("--port", o->request.port, "port (0: any free one; see --port-file)")
       ->capture_default_str();
   app.add_option("--port-file", o->port_file, "write the port here once listening");
-  app.add_option("--max-concurrency", o->max_concurrency, "requests upstream at once")
+  app.add_option("--max-concurrency", o->request.max_concurrency, "requests upstream at once")
       ->capture_default_str();
-  app.add_option("--max-queue", o->max_queue, "requests waiting for a slot before 429")
+  app.add_option("--max-queue", o->request.max_queue, "requests waiting for a slot before 429")
       ->capture_default_str();
-  app.add_option("--queue-timeout", o->queue_timeout, "longest wait for a slot before 429")
+  app.add_option("--queue-timeout", o->request.queue_timeout, "longest wait for a slot before 429")
       ->capture_default_str();
-  app.add_option("--retry-after", o->retry_after,
+  app.add_option("--retry-after", o->request.retry_after,
                  "Retry-After seconds on 429 (0: estimated from the queue)")
       ->capture_default_str();
-  app.add_option("--connect-timeout", o->connect_timeout, "to connect upstream")
+  app.add_option("--connect-timeout", o->request.connect_timeout, "to connect upstream")
       ->capture_default_str();
-  app.add_option("--upstream-idle-timeout", o->idle_timeout,
+  app.add_option("--upstream-idle-timeout", o->request.idle_timeout,
                  "silence from upstream before 504 or cutting the stream")
       ->capture_default_str();
-  app.add_option("--bypass", o->bypass, "paths forwarded without a slot, comma-separated")
+  app.add_option("--bypass", o->request.bypass, "paths forwarded without a slot, comma-separated")
       ->capture_default_str();
-  app.add_option("--metrics-path", o->metrics_path, "where the gate's own metrics are")
+  app.add_option("--metrics-path", o->request.metrics_path, "where the gate's own metrics are")
       ->capture_default_str();
   app.add_option("--duration", o->duration, "stop after this many seconds (default: at Ctrl-C)");
   return [o](const GlobalOptions& g) { return Run(*o, g); };

@@ -4,6 +4,8 @@
 
 #include <cmath>
 
+#include "anxin/base/strings.h"
+
 namespace anxin::comm {
 
 std::string FitNumber(double value, int width) {
@@ -12,17 +14,6 @@ std::string FitNumber(double value, int width) {
     if (static_cast<int>(s.size()) <= width) return s;
   }
   return fmt::format("{:>{}.{}e}", value, width, width >= 7 ? 1 : 0);
-}
-
-std::string HumanBytes(uint64_t bytes) {
-  static constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int unit = 0;
-  uint64_t v = bytes;
-  while (unit < 4 && v >= 1024 && v % 1024 == 0) {
-    v /= 1024;
-    ++unit;
-  }
-  return fmt::format("{} {}", v, kUnits[unit]);
 }
 
 namespace {
@@ -141,9 +132,10 @@ std::string FormatMatrix(const MatrixReport& m, const std::vector<std::string>& 
   out += fmt::format(
       "#\n# Link matrix: {} ranks in {} rounds of disjoint pairs\n# Bandwidth (GB/s, {} "
       "messages streamed from the row rank to the column rank)\n",
-      n, m.rounds, HumanBytes(m.bytes));
+      n, m.rounds, FormatBytes(m.bytes, ByteUnits::kExact));
   table(m.bw_gbs, m.bw_outlier, false);
-  out += fmt::format("# Latency (us, half of a {} round trip)\n", HumanBytes(m.lat_bytes));
+  out += fmt::format("# Latency (us, half of a {} round trip)\n",
+                     FormatBytes(m.lat_bytes, ByteUnits::kExact));
   table(m.lat_us, m.lat_outlier, true);
   out += fmt::format("# * outlier. {}\n", m.why);
   return out;
@@ -221,8 +213,8 @@ std::string FormatSweep(const SweepReport& sweep) {
                        sweep.best.empty() ? "?" : sweep.best.front());
   } else {
     for (const Crossover& c : sweep.crossovers) {
-      out += fmt::format("# Crossover at {} ({}): {} overtakes {}\n", c.bytes, HumanBytes(c.bytes),
-                         c.to, c.from);
+      out += fmt::format("# Crossover at {} ({}): {} overtakes {}\n", c.bytes,
+                         FormatBytes(c.bytes, ByteUnits::kExact), c.to, c.from);
     }
   }
   return out;

@@ -16,7 +16,7 @@
 
 #include <string>
 
-#include "anxin/comm/compare.h"
+#include "anxin/comm/result_diff.h"
 #include "anxin/comm/model.h"
 
 namespace anxin::comm {
@@ -24,8 +24,6 @@ namespace anxin::comm {
 // value in at most `width` characters, right-aligned: two decimals when they
 // fit, then one, then none, then an exponent (as nccl-tests prints numbers).
 std::string FitNumber(double value, int width);
-// "8 B", "64 KiB", "1 MiB", "3 GiB" for powers of two; "1000 B" otherwise.
-std::string HumanBytes(uint64_t bytes);
 
 // The header, the table, the footer and any skew/matrix/soak sections.
 std::string FormatRun(const CommRun& run);

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <map>
 
+#include "anxin/base/strings.h"
 #include "anxin/comm/stats.h"
 
 namespace anxin::comm {
@@ -38,19 +39,6 @@ std::vector<std::string_view> Fields(std::string_view line, std::string_view sep
     i = j;
   }
   return out;
-}
-
-std::string_view Trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
-
-std::optional<double> ToDouble(std::string_view s) {
-  double v = 0;
-  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (ec != std::errc() || p != s.data() + s.size() || !std::isfinite(v)) return std::nullopt;
-  return v;
 }
 
 std::optional<uint64_t> ToU64(std::string_view s) {
@@ -202,7 +190,7 @@ Result<std::vector<CommRun>> ImportNcclTests(std::string_view text, const std::s
         auto colon = body.find(':');
         if (colon != std::string_view::npos) {
           auto v = Fields(body.substr(colon + 1));
-          if (!v.empty()) printed_avg = ToDouble(v[0]);
+          if (!v.empty()) printed_avg = ParseDouble(v[0]);
         }
       }
       continue;
@@ -233,7 +221,7 @@ Result<std::vector<CommRun>> ImportNcclTests(std::string_view text, const std::s
     const size_t rest = f.size() - fixed;
     auto sample = [&](size_t at) -> Result<Sample> {
       Sample s;
-      auto time = ToDouble(f[at]), alg = ToDouble(f[at + 1]), bus = ToDouble(f[at + 2]);
+      auto time = ParseDouble(f[at]), alg = ParseDouble(f[at + 1]), bus = ParseDouble(f[at + 2]);
       if (!time || !alg || !bus) {
         return std::unexpected(
             LineError(where, n + 1,
@@ -246,7 +234,7 @@ Result<std::vector<CommRun>> ImportNcclTests(std::string_view text, const std::s
       std::string_view w = f[at + 3];
       if (w == "N/A") {
         s.wrong = -1;
-      } else if (auto v = ToDouble(w)) {
+      } else if (auto v = ParseDouble(w)) {
         s.wrong = error_style ? (*v == 0 ? 0 : 1) : static_cast<int64_t>(std::llround(*v));
       } else {
         return std::unexpected(LineError(where, n + 1, "#wrong is neither a number nor N/A"));
@@ -330,8 +318,8 @@ Result<std::vector<CommRun>> ImportHcclTest(std::string_view text, const std::st
     if (cols.size() < 4) continue;
     auto bytes = ToU64(Trim(cols[0]));
     if (!bytes) continue;  // log lines between rows
-    auto time = ToDouble(Trim(cols[1]));
-    auto alg = ToDouble(Trim(cols[2]));
+    auto time = ParseDouble(cols[1]);
+    auto alg = ParseDouble(cols[2]);
     if (!time || !alg) {
       return std::unexpected(LineError(
           where, n + 1, "expected 'data_size | time | bandwidth | check_result' numbers"));

@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "anxin/base/testing.h"
-#include "anxin/comm/compare.h"
+#include "anxin/comm/result_diff.h"
 #include "anxin/comm/format.h"
 
 namespace anxin::comm {

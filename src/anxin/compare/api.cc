@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "anxin/compare/compare.h"
+#include "anxin/compare/dump_compare.h"
 
 namespace anxin::compare {
 

@@ -14,7 +14,7 @@
 //                          CompareSpans<float>(out_f32, ref));
 //   std::printf("%s\n", r2.Summary().c_str());
 //
-// Metrics and verdict rules are those of `anxin compare` (metrics.h,
+// Metrics and verdict rules are those of `anxin compare` (tensor_metrics.h,
 // verdict.h); pass custom Thresholds to tighten them. Buffers are read in
 // place (no copy); large buffers are split across threads.
 // Thread safety: the functions may be called concurrently.
@@ -28,7 +28,7 @@
 
 #include "anxin/base/error.h"
 #include "anxin/compare/dtype.h"
-#include "anxin/compare/metrics.h"
+#include "anxin/compare/tensor_metrics.h"
 #include "anxin/compare/verdict.h"
 
 namespace anxin::compare {

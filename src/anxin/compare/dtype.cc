@@ -5,6 +5,8 @@
 #include <cstring>
 #include <limits>
 
+#include "anxin/base/half.h"
+
 namespace anxin::compare {
 namespace {
 
@@ -63,18 +65,7 @@ struct HalfTable {
   double bf16[65536];
   HalfTable() {
     for (uint32_t i = 0; i < 65536; ++i) {
-      uint16_t b = static_cast<uint16_t>(i);
-      uint32_t sign = (b >> 15) & 1, exp = (b >> 10) & 0x1f, mant = b & 0x3ff;
-      double v;
-      if (exp == 0) {
-        v = std::ldexp(static_cast<double>(mant), -24);
-      } else if (exp == 31) {
-        v = mant ? std::numeric_limits<double>::quiet_NaN()
-                 : std::numeric_limits<double>::infinity();
-      } else {
-        v = std::ldexp(static_cast<double>(mant | 0x400), static_cast<int>(exp) - 25);
-      }
-      half[i] = sign ? -v : v;
+      half[i] = HalfToFloat(static_cast<uint16_t>(i));  // exact in float, so in double
       uint32_t f = i << 16;
       bf16[i] = static_cast<double>(std::bit_cast<float>(f));
     }

@@ -1,7 +1,7 @@
 // Element types of tensor dumps and their conversion to float64.
 //
 // Every reader maps its file's type names onto DType. The metric kernel
-// decodes float32, float16 and bfloat16 itself (metrics.h); every other type,
+// decodes float32, float16 and bfloat16 itself (tensor_metrics.h); every other type,
 // and byte-swapped data, reaches it as float64 from ConvertToDouble, which
 // decodes half-precision and fp8 formats in software.
 //

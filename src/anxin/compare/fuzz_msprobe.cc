@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "anxin/compare/compare.h"
+#include "anxin/compare/dump_compare.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace anxin::compare;

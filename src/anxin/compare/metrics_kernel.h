@@ -1,7 +1,7 @@
-// Internal to metrics.cc: the metric kernel's state and its per-ISA entry
-// points. metrics_kernel_impl.h holds the kernel; metrics_kernel_{baseline,
-// avx2,avx512}.cc compile it for one instruction set each, and metrics.cc
-// picks one at run time.
+// Internal to tensor_metrics.cc: the metric kernel's per-ISA entry points
+// (the sums they add to are in metric_sums.h). metrics_kernel_impl.h holds
+// the kernel; metrics_kernel_{baseline,avx2,avx512}.cc compile it for one
+// instruction set each, and tensor_metrics.cc picks one at run time.
 //
 // Every path works on the same eight float64 lanes with the same operations
 // in the same order (no FMA contraction), and folds lanes into the sums at the
@@ -12,27 +12,13 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "anxin/compare/metric_sums.h"
+
 namespace anxin::compare::kernel {
 
 // Element formats the kernel decodes itself (little-endian, contiguous).
 // Anything else is converted to float64 first and passed as kF64.
 enum class Format : uint8_t { kF64, kF32, kF16, kBF16 };
-
-struct Sums {
-  uint64_t n = 0, finite = 0, nan_mismatch = 0, inf_mismatch = 0;
-  uint64_t rel_1e3 = 0, rel_5e3 = 0, ulp_gt1 = 0, allclose_viol = 0;
-  uint64_t zero_ref_mismatch = 0;  // B == 0 and N != B: required rtol is infinite
-  uint64_t out_count = 0, ref_count = 0;
-  double sum_ab = 0, sum_aa = 0, sum_bb = 0, sum_abs = 0, sum_sq = 0, sum_rel = 0;
-  double max_abs = 0, max_rel = 0, max_rel_nonzero_ref = 0, max_ulp = 0;
-  double out_max = -__builtin_huge_val(), out_min = __builtin_huge_val(), out_sum = 0,
-         out_sumsq = 0;
-  double ref_max = -__builtin_huge_val(), ref_min = __builtin_huge_val(), ref_sum = 0,
-         ref_sumsq = 0;
-  // How the blocks ran (metrics.h, KernelStats).
-  uint64_t blocks_fast = 0, blocks_zeros = 0, blocks_general = 0, blocks_retried = 0,
-           blocks_recounted = 0;
-};
 
 struct Args {
   const void* out;

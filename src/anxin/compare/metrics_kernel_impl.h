@@ -6,7 +6,7 @@
 // intrinsics (always inlined, never emitted on their own) are used here: an
 // inline std:: template could be merged with another unit's copy.
 //
-// Conventions (metrics.h): error metrics over positions where both values
+// Conventions (tensor_metrics.h): error metrics over positions where both values
 // are finite; NaN/Inf compared by position; msprobe's zero-reference rule for
 // the relative error; ULP error in the output's format.
 //

@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "anxin/base/testing.h"
-#include "anxin/compare/compare.h"
+#include "anxin/compare/dump_compare.h"
 #include "anxin/compare/dump.h"
 #include "anxin/compare/npy.h"
 #include "anxin/compare/npz.h"

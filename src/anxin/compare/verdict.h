@@ -3,7 +3,7 @@
 //
 //   ANXIN_ASSIGN_OR_RETURN(ThresholdRules rules, ThresholdRules::LoadYaml("thr.yaml"));
 //   Thresholds t = rules.For("Functional.softmax.0.forward.output.0", DType::kBFloat16);
-//   Metrics metrics;   // of the pair, from MetricAccumulator::Finish (metrics.h)
+//   Metrics metrics;   // of the pair, from MetricAccumulator::Finish (tensor_metrics.h)
 //   VerdictResult v = Decide(metrics, t);   // v.verdict, v.reasons
 //
 // Defaults follow reference.md: pass needs cosine > 0.99 and MaxAbsErr < 0.001;
@@ -30,7 +30,7 @@
 #include "anxin/base/config.h"
 #include "anxin/base/error.h"
 #include "anxin/compare/dtype.h"
-#include "anxin/compare/metrics.h"
+#include "anxin/compare/tensor_metrics.h"
 #include "anxin/compare/tensor.h"
 
 namespace anxin::compare {

@@ -26,15 +26,6 @@ TEST(CoordTest, ParseEndpointsTakesTorchrunSpelling) {
   EXPECT_THAT(ParseEndpoints("a:99999"), HasCode(ErrorCode::kInvalidArgument));
 }
 
-TEST(CoordTest, ParseNnodesTakesNOrMinMax) {
-  EXPECT_EQ(ParseNnodes("4"), (std::pair<int, int>(4, 4)));
-  EXPECT_EQ(ParseNnodes("2:8"), (std::pair<int, int>(2, 8)));
-  EXPECT_THAT(ParseNnodes("0"), HasCode(ErrorCode::kInvalidArgument, HasSubstr("--nnodes")));
-  EXPECT_THAT(ParseNnodes("3:2"), HasCode(ErrorCode::kInvalidArgument));
-  EXPECT_THAT(ParseNnodes("two"), HasCode(ErrorCode::kInvalidArgument));
-  EXPECT_THAT(ParseNnodes("2:"), HasCode(ErrorCode::kInvalidArgument));
-}
-
 TEST(CoordTest, AStoreNobodyServesIsUnavailableNamingTheEndpoint) {
   auto port = run::PickFreePort();
   ASSERT_TRUE(port.has_value());

@@ -13,6 +13,7 @@
 #include <set>
 #include <thread>
 
+#include "anxin/base/clock.h"
 #include "anxin/base/strings.h"
 #include "anxin/coord/etcd_client.h"
 #include "anxin/run/launch.h"
@@ -68,18 +69,6 @@ Ready ReadyFromJson(const json& j) {
 }
 
 }  // namespace
-
-Result<std::pair<int, int>> ParseNnodes(std::string_view text) {
-  auto bad = [&] {
-    return InvalidArgument("--nnodes: expected N or MIN:MAX with 1 <= MIN <= MAX, got '" +
-                           std::string(text) + "'");
-  };
-  const size_t colon = text.find(':');
-  auto lo = ParseInt(text.substr(0, colon));
-  auto hi = colon == std::string_view::npos ? lo : ParseInt(text.substr(colon + 1));
-  if (!lo || !hi || *lo < 1 || *hi < *lo || *hi > 100000) return bad();
-  return std::pair<int, int>(static_cast<int>(*lo), static_cast<int>(*hi));
-}
 
 struct EtcdCoordinator::Impl {
   ClusterOptions o;
@@ -241,8 +230,8 @@ struct EtcdCoordinator::Impl {
     f.fault_class = std::move(fault_class);
     f.severity = device::Severity::kMajor;
     f.summary = std::move(summary);
-    f.seen = SteadyClock::now();
-    f.wall = SysClock::now();
+    f.seen = RealClock().Now();
+    f.wall = f.seen;
     f.detection_seconds = 0;
     if (report) report(std::move(f));
   }
@@ -704,6 +693,21 @@ void EtcdCoordinator::Finish(int status) {
   if (m.watcher.joinable()) m.watcher.join();
   if (m.lease != 0) (void)m.main_client.RevokeLease(m.lease);
   m.lease = 0;
+}
+
+Result<std::unique_ptr<run::Coordinator>> CreateEtcdCoordinator(const run::ClusterRequest& r) {
+  ClusterOptions o;
+  o.endpoints = r.endpoints;
+  o.job = r.job;
+  o.min_nodes = r.min_nodes;
+  o.max_nodes = r.max_nodes;
+  o.node_rank = r.node_rank;
+  o.address = r.address;
+  if (r.barrier_timeout_seconds > 0) o.barrier_timeout_seconds = r.barrier_timeout_seconds;
+  o.max_restarts = r.max_restarts;
+  o.storm_limit = r.storm_limit;
+  ANXIN_ASSIGN_OR_RETURN(std::unique_ptr<EtcdCoordinator> c, EtcdCoordinator::Create(std::move(o)));
+  return std::unique_ptr<run::Coordinator>(std::move(c));
 }
 
 }  // namespace anxin::coord

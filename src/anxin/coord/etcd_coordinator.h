@@ -49,6 +49,7 @@
 #include <utility>
 
 #include "anxin/base/error.h"
+#include "anxin/run/options.h"
 #include "anxin/run/supervisor.h"
 
 namespace anxin::coord {
@@ -71,10 +72,6 @@ struct ClusterOptions {
   int storm_limit = 3;
 };
 
-// "4" -> {4, 4}; "2:8" -> {2, 8}. Anything else, or min > max, or below 1 ->
-// kInvalidArgument naming --nnodes.
-Result<std::pair<int, int>> ParseNnodes(std::string_view text);
-
 class EtcdCoordinator final : public run::Coordinator {
  public:
   // Checks the options and that etcd answers: unreachable -> kUnavailable
@@ -96,6 +93,10 @@ class EtcdCoordinator final : public run::Coordinator {
   explicit EtcdCoordinator(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
+
+// `anxin run`'s factory (run::RunJob): a ClusterRequest (the --nnodes and
+// --rdzv-* flags) as ClusterOptions, then Create.
+Result<std::unique_ptr<run::Coordinator>> CreateEtcdCoordinator(const run::ClusterRequest& request);
 
 }  // namespace anxin::coord
 

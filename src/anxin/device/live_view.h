@@ -1,12 +1,14 @@
 // A live view of a node's devices for a terminal or a log: what
 // `anxin devices --watch` and `anxin demo` print frame by frame.
 //
+//   #include "anxin/base/stop_token.h"
 //   #include "anxin/device/registry.h"
 //   #include "anxin/device/watch.h"
 //
 //   ANXIN_ASSIGN_OR_RETURN(auto backend, CreateBackend("sim", {.scenario = "demo"}));
 //   LiveView view(stdout, {.tty = false, .color = false});
-//   ANXIN_TRY(Watch(*backend, RealClock(), {.interval_seconds = 1, .count = 5}, StopOnInterrupt(),
+//   StopOnSignals signals;                      // base/stop_token.h: Ctrl-C ends it
+//   ANXIN_TRY(Watch(*backend, RealClock(), {.interval_seconds = 1, .count = 5}, signals.token(),
 //                   [&](const Snapshot& s, int frame) { view.Show(s, frame); }));
 //   view.Finish();   // the last table (in a log) and what changed
 //

@@ -79,6 +79,24 @@ Result<std::unique_ptr<DeviceBackend>> CreateBackend(std::string_view name,
   return factory(options);
 }
 
+Result<std::unique_ptr<DeviceBackend>> CreateConfiguredBackend(std::string_view flag_backend,
+                                                               std::string_view flag_scenario,
+                                                               const GlobalConfig& config,
+                                                               Clock* clock) {
+  std::string_view name = !flag_backend.empty() ? flag_backend : config.device.backend;
+  if (name.empty()) name = kDefaultBackend;
+  const std::string_view scenario = !flag_scenario.empty() ? flag_scenario : config.device.scenario;
+  auto backend = CreateBackend(name, {.scenario = std::string(scenario), .clock = clock});
+  if (!backend) {
+    // A scenario file that cannot be what was meant names the flag that gave it.
+    Error e = backend.error();
+    const bool input = e.code() == ErrorCode::kInvalidArgument || e.code() == ErrorCode::kNotFound;
+    if (input && !flag_scenario.empty() && name == "sim") e.With("--scenario");
+    return std::unexpected(std::move(e));
+  }
+  return backend;
+}
+
 std::vector<BackendEntry> RegisteredBackends() {
   Registry& r = TheRegistry();
   std::lock_guard lock(r.mu);

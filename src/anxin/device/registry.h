@@ -3,6 +3,9 @@
 //
 //   ANXIN_ASSIGN_OR_RETURN(std::unique_ptr<DeviceBackend> b,
 //                          CreateBackend("sim", {.scenario = "examples/scenarios/demo.yaml"}));
+//   // A command's --backend/--scenario over the configuration's device: section:
+//   ANXIN_ASSIGN_OR_RETURN(b, CreateConfiguredBackend(/*flag_backend=*/"", /*flag_scenario=*/"",
+//                                                     GlobalConfig{}));
 //
 // Thread safety: RegisterBackend and CreateBackend may be called from any
 // thread.
@@ -17,6 +20,7 @@
 
 #include "anxin/base/clock.h"
 #include "anxin/base/error.h"
+#include "anxin/base/global_config.h"
 #include "anxin/device/backend.h"
 
 namespace anxin::device {
@@ -42,6 +46,15 @@ void RegisterBackend(std::string name, std::string summary, BackendFactory facto
 // kInvalidArgument, a missing vendor library kUnavailable).
 Result<std::unique_ptr<DeviceBackend>> CreateBackend(std::string_view name,
                                                      const BackendOptions& options);
+
+// The backend a command uses: the flag's name, else the configuration's
+// device.backend, else kDefaultBackend; the flag's scenario, else the
+// configuration's device.scenario. `clock` as in BackendOptions. A bad
+// --scenario of sim says so ("...: --scenario").
+Result<std::unique_ptr<DeviceBackend>> CreateConfiguredBackend(std::string_view flag_backend,
+                                                               std::string_view flag_scenario,
+                                                               const GlobalConfig& config,
+                                                               Clock* clock = nullptr);
 
 struct BackendEntry {
   std::string name;

@@ -34,6 +34,28 @@ TEST(RegistryTest, BadScenarioComesBackFromTheFactory) {
               HasCode(ErrorCode::kNotFound, HasSubstr("/no/such/file.yaml")));
 }
 
+TEST(RegistryTest, FlagsWinOverTheConfigurationWhichWinsOverTheDefault) {
+  VirtualClock clock;
+  GlobalConfig config;
+  config.device.backend = "";
+  config.device.scenario = "/no/such/config-scenario.yaml";
+  // No flag: the configuration's scenario is used (and fails to load).
+  EXPECT_THAT(CreateConfiguredBackend("", "", config, &clock),
+              HasCode(ErrorCode::kNotFound, HasSubstr("config-scenario.yaml")));
+  // The flag's scenario over the configuration's; an empty backend is sim.
+  EXPECT_THAT(CreateConfiguredBackend("", "/no/such/flag-scenario.yaml", config, &clock),
+              HasCode(ErrorCode::kNotFound, HasSubstr("flag-scenario.yaml")));
+  config.device.scenario = "";
+  auto b = CreateConfiguredBackend("", "", config, &clock);
+  ASSERT_THAT(b, IsOk());
+  EXPECT_EQ((*b)->name(), "sim");
+  config.device.backend = "nvlm";
+  EXPECT_THAT(CreateConfiguredBackend("", "", config, &clock),
+              HasCode(ErrorCode::kInvalidArgument, HasSubstr("'nvlm'")));
+  EXPECT_THAT(CreateConfiguredBackend("simm", "", config, &clock),
+              HasCode(ErrorCode::kInvalidArgument, HasSubstr("'simm'")));
+}
+
 class FixedBackend : public DeviceBackend {
  public:
   std::string_view name() const override { return "fixed"; }

@@ -1,10 +1,11 @@
 #include "anxin/device/table.h"
 
-#include <fmt/chrono.h>
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
+
+#include "anxin/base/time_format.h"
 
 namespace anxin::device {
 namespace {
@@ -96,13 +97,6 @@ int LinksUp(const DeviceSample& s) {
 
 }  // namespace
 
-std::string FormatTime(Clock::TimePoint t) {
-  auto ms = std::chrono::time_point_cast<std::chrono::milliseconds>(t);
-  auto secs = std::chrono::time_point_cast<std::chrono::seconds>(ms);
-  int millis = static_cast<int>((ms - secs).count());
-  return fmt::format("{:%Y-%m-%dT%H:%M:%S}.{:03d}Z", secs, millis);
-}
-
 Result<Snapshot> TakeSnapshot(DeviceBackend& backend, Clock& clock) {
   Snapshot snap;
   snap.source = backend.Describe();
@@ -167,7 +161,7 @@ std::string RenderTable(const Snapshot& snap, const TableStyle& style) {
   std::string out;
   out += "+" + std::string(kInner, '-') + "+\n";
   std::string title = fmt::format(" anxin devices   {}", snap.source);
-  std::string when = FormatTime(snap.time) + " ";
+  std::string when = FormatRfc3339(snap.time) + " ";
   int gap = kInner - static_cast<int>(title.size()) - static_cast<int>(when.size());
   if (gap < 1) {
     title.resize(std::max(0, kInner - static_cast<int>(when.size()) - 1));
@@ -261,7 +255,7 @@ nlohmann::json SnapshotToJson(const Snapshot& snap) {
     d["links"] = std::move(links);
     devices.push_back(std::move(d));
   }
-  return {{"time", FormatTime(snap.time)}, {"source", snap.source}, {"devices", devices}};
+  return {{"time", FormatRfc3339(snap.time)}, {"source", snap.source}, {"devices", devices}};
 }
 
 }  // namespace anxin::device

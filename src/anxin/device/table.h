@@ -58,9 +58,6 @@ std::string RenderTable(const Snapshot& snap, const TableStyle& style = {});
 // "error": "...". Documented in docs/devices.md.
 nlohmann::json SnapshotToJson(const Snapshot& snap);
 
-// "2026-11-29T21:40:03.250Z".
-std::string FormatTime(Clock::TimePoint t);
-
 }  // namespace anxin::device
 
 #endif  // ANXIN_DEVICE_TABLE_H_

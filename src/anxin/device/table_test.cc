@@ -160,9 +160,5 @@ TEST(TableTest, ReadingsNotReportedAreDashesAndNulls) {
   EXPECT_FALSE(j["core_clock_mhz"].is_null());
 }
 
-TEST(TableTest, FormatTimeIsUtcWithMilliseconds) {
-  EXPECT_EQ(FormatTime(Clock::TimePoint(1'800'000'000'250ms)), "2027-01-15T08:00:00.250Z");
-}
-
 }  // namespace
 }  // namespace anxin::device

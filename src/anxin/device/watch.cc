@@ -1,10 +1,5 @@
 #include "anxin/device/watch.h"
 
-#include <pthread.h>
-#include <signal.h>
-
-#include <thread>
-
 namespace anxin::device {
 
 Result<int> Watch(DeviceBackend& backend, Clock& clock, const WatchOptions& options,
@@ -23,30 +18,6 @@ Result<int> Watch(DeviceBackend& backend, Clock& clock, const WatchOptions& opti
     if (!clock.SleepUntil(start + FromSeconds(options.interval_seconds * frame), stop)) break;
   }
   return frame;
-}
-
-std::stop_token StopOnInterrupt() {
-  static std::stop_source* source = [] {
-    auto* s = new std::stop_source();
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &set, nullptr);
-    std::thread([s, set] {
-      int sig = 0;
-      if (sigwait(&set, &sig) != 0) return;
-      s->request_stop();
-      // From now on the signals act as usual (end the program): this thread
-      // is the only one that does not block them.
-      signal(SIGINT, SIG_DFL);
-      signal(SIGTERM, SIG_DFL);
-      pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
-      for (;;) pause();
-    }).detach();
-    return s;
-  }();
-  return source->get_token();
 }
 
 }  // namespace anxin::device

@@ -1,11 +1,12 @@
 // Refreshing a view of the devices at a fixed interval, and stopping cleanly
 // on Ctrl-C.
 //
+//   #include "anxin/base/stop_token.h"
 //   #include "anxin/device/registry.h"
 //
 //   ANXIN_ASSIGN_OR_RETURN(auto backend, CreateBackend("sim", {}));
-//   std::stop_token stop = StopOnInterrupt();  // Ctrl-C / SIGTERM request a stop
-//   ANXIN_TRY(Watch(*backend, RealClock(), {.interval_seconds = 1, .count = 10}, stop,
+//   StopOnSignals signals;                    // Ctrl-C / SIGTERM request a stop
+//   ANXIN_TRY(Watch(*backend, RealClock(), {.interval_seconds = 1, .count = 10}, signals.token(),
 //                   [](const Snapshot& s, int frame) {
 //                     std::printf("frame %d: %zu devices\n", frame, s.rows.size());
 //                   }));
@@ -34,12 +35,6 @@ struct WatchOptions {
 Result<int> Watch(DeviceBackend& backend, Clock& clock, const WatchOptions& options,
                   std::stop_token stop,
                   const std::function<void(const Snapshot&, int frame)>& show);
-
-// A stop token that SIGINT or SIGTERM requests. The first call blocks those
-// signals in the calling thread (call it before starting threads) and starts
-// a thread that waits for them; after the first signal, a second one ends the
-// program as usual. Every call returns a token of the same source.
-std::stop_token StopOnInterrupt();
 
 }  // namespace anxin::device
 

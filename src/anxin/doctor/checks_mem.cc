@@ -1,6 +1,6 @@
 // mem.alloc_conf and mem.hugepages: the memory pool's options (from the
 // ranks' environment) and the host's hugepage settings.
-#include <cstdlib>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -77,9 +77,8 @@ void CheckAllocConf(const std::string& var, const std::string& value, Finding& r
       if (!n || *n <= 20)
         Note(r, Severity::kFail, at + ": must be an integer > 20 (MB), got '" + val + "'");
     } else if (key == "garbage_collection_threshold") {
-      char* end = nullptr;
-      double d = std::strtod(val.c_str(), &end);
-      if (end == val.c_str() || *end != '\0' || d <= 0.0 || d >= 1.0) {
+      const std::optional<double> d = ParseDouble(val);
+      if (!d || *d <= 0.0 || *d >= 1.0) {
         Note(r, Severity::kFail, at + ": must be in (0, 1), got '" + val + "'");
       }
     } else if (key == "backend") {

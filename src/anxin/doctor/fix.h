@@ -27,7 +27,7 @@
 #include "anxin/doctor/finding.h"
 #include "anxin/doctor/process_runner.h"
 #include "anxin/doctor/registry.h"
-#include "anxin/doctor/report.h"
+#include "anxin/doctor/check_report.h"
 #include "anxin/doctor/tools.h"
 #include "anxin/host/root_fs.h"
 

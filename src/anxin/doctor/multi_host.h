@@ -23,7 +23,7 @@
 
 #include "anxin/base/error.h"
 #include "anxin/doctor/process_runner.h"
-#include "anxin/doctor/report.h"
+#include "anxin/doctor/check_report.h"
 
 namespace anxin::doctor {
 

@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <charconv>
 #include <cmath>
 
 #include "anxin/base/config.h"
@@ -12,13 +11,10 @@
 namespace anxin::mem {
 namespace {
 
-Result<double> ParseDouble(std::string_view key, std::string_view v) {
-  double d = 0;
-  auto [ptr, ec] = std::from_chars(v.data(), v.data() + v.size(), d);
-  if (ec != std::errc() || ptr != v.data() + v.size() || !std::isfinite(d)) {
-    return InvalidArgument(fmt::format("{}: expected a number, got '{}'", key, v));
-  }
-  return d;
+Result<double> ParseNumber(std::string_view key, std::string_view v) {
+  std::optional<double> d = ParseDouble(v);
+  if (!d) return InvalidArgument(fmt::format("{}: expected a number, got '{}'", key, v));
+  return *d;
 }
 
 Result<bool> ParseBool(std::string_view key, std::string_view v) {
@@ -56,7 +52,7 @@ Result<AllocConf> ParseAllocConf(std::string_view text) {
       conf.provider = std::string(value);
     } else if (key == "pool_size") {
       // A bare number up to 1 is a fraction of device memory; anything else is bytes.
-      auto frac = ParseDouble(key, value);
+      auto frac = ParseNumber(key, value);
       if (frac && *frac > 0 && *frac <= 1) {
         conf.options.pool_fraction = *frac;
         conf.options.pool_bytes = 0;
@@ -73,7 +69,7 @@ Result<AllocConf> ParseAllocConf(std::string_view text) {
     } else if (key == "expand") {
       ANXIN_ASSIGN_OR_RETURN(conf.options.expand, ParseBool(key, value));
     } else if (key == "fragment_threshold") {
-      ANXIN_ASSIGN_OR_RETURN(double t, ParseDouble(key, value));
+      ANXIN_ASSIGN_OR_RETURN(double t, ParseNumber(key, value));
       if (t < 0 || t > 1) {
         return InvalidArgument(fmt::format("fragment_threshold: {} is outside [0, 1]", value));
       }

@@ -90,196 +90,262 @@ class Parser {
   Result<uint32_t> Run() {
     while (true) {
       if (pos_ >= in_.size()) return Truncated("an opcode");
-      size_t at = pos_;
-      uint8_t op = static_cast<uint8_t>(in_[pos_++]);
-      switch (op) {
-        case 0x80: {  // PROTO
-          ANXIN_ASSIGN_OR_RETURN(uint64_t v, Uint(1));
-          if (v < 2 || v > 5) {
-            return InvalidArgument(fmt::format(
-                "pickle protocol {} at offset {} is not supported (2 to 5 are)", v, at));
-          }
-          break;
-        }
-        case 0x95:  // FRAME: framing only; the payload follows inline.
-          ANXIN_TRY(Uint(8));
-          break;
-        case '.':  // STOP
-          if (stack_.empty()) return Corrupt(at, "STOP with an empty stack");
-          return stack_.back();
-        case 0x94:  // MEMOIZE
-          if (stack_.empty()) return Corrupt(at, "MEMOIZE with an empty stack");
-          memo_[memo_.size()] = stack_.back();
-          break;
-        case 'q':
-        case 'r': {  // BINPUT, LONG_BINPUT
-          ANXIN_ASSIGN_OR_RETURN(uint64_t idx, Uint(op == 'q' ? 1 : 4));
-          if (stack_.empty()) return Corrupt(at, "PUT with an empty stack");
-          memo_[idx] = stack_.back();
-          break;
-        }
-        case 'h':
-        case 'j': {  // BINGET, LONG_BINGET
-          ANXIN_ASSIGN_OR_RETURN(uint64_t idx, Uint(op == 'h' ? 1 : 4));
-          auto it = memo_.find(idx);
-          if (it == memo_.end()) return Corrupt(at, fmt::format("GET of unknown memo {}", idx));
-          stack_.push_back(it->second);
-          break;
-        }
-        case '}':
-          Push(PickleNode::Kind::kDict);
-          break;
-        case ']':
-          Push(PickleNode::Kind::kList);
-          break;
-        case ')':
-          Push(PickleNode::Kind::kTuple);
-          break;
-        case 'N':
-          Push(PickleNode::Kind::kNone);
-          break;
-        case 0x88:
-        case 0x89: {
-          uint32_t id = Push(PickleNode::Kind::kBool);
-          nodes_[id].b = op == 0x88;
-          nodes_[id].i = op == 0x88;
-          break;
-        }
-        case '(':
-          marks_.push_back(stack_.size());
-          break;
-        case '0':  // POP
-          if (stack_.empty()) return Corrupt(at, "POP with an empty stack");
-          stack_.pop_back();
-          break;
-        case '1': {  // POP_MARK
-          ANXIN_ASSIGN_OR_RETURN(size_t m, PopMark(at));
-          stack_.resize(m);
-          break;
-        }
-        case '2':  // DUP
-          if (stack_.empty()) return Corrupt(at, "DUP with an empty stack");
-          stack_.push_back(stack_.back());
-          break;
-        case 'J': {
-          ANXIN_ASSIGN_OR_RETURN(uint64_t v, Uint(4));
-          PushInt(static_cast<int32_t>(static_cast<uint32_t>(v)));
-          break;
-        }
-        case 'K': {
-          ANXIN_ASSIGN_OR_RETURN(uint64_t v, Uint(1));
-          PushInt(static_cast<int64_t>(v));
-          break;
-        }
-        case 'M': {
-          ANXIN_ASSIGN_OR_RETURN(uint64_t v, Uint(2));
-          PushInt(static_cast<int64_t>(v));
-          break;
-        }
-        case 0x8a:
-        case 0x8b: {  // LONG1, LONG4: little-endian two's complement
-          ANXIN_ASSIGN_OR_RETURN(uint64_t n, Uint(op == 0x8a ? 1 : 4));
-          if (n > 8) {
-            return InvalidArgument(fmt::format(
-                "pickle integer of {} bytes at offset {} does not fit in 64 bits", n, at));
-          }
-          ANXIN_ASSIGN_OR_RETURN(uint64_t v, Uint(n));
-          if (n > 0 && n < 8 && (v >> (8 * n - 1)) & 1) v |= ~uint64_t{0} << (8 * n);
-          PushInt(static_cast<int64_t>(v));
-          break;
-        }
-        case 'X':
-        case 0x8c:
-        case 0x8d: {  // BINUNICODE, SHORT_BINUNICODE, BINUNICODE8
-          ANXIN_ASSIGN_OR_RETURN(uint64_t n, Uint(op == 0x8c ? 1 : op == 'X' ? 4 : 8));
-          if (n > in_.size() - pos_) return Truncated("a string");
-          uint32_t id = Push(PickleNode::Kind::kString);
-          nodes_[id].s.assign(in_.substr(pos_, n));
-          pos_ += n;
-          break;
-        }
-        case 'G': {  // BINFLOAT: big-endian IEEE 754
-          ANXIN_ASSIGN_OR_RETURN(uint64_t bits, UintBigEndian(8));
-          uint32_t id = Push(PickleNode::Kind::kFloat);
-          nodes_[id].f = std::bit_cast<double>(bits);
-          break;
-        }
-        case 't':
-        case 'l': {  // TUPLE, LIST from the mark
-          ANXIN_ASSIGN_OR_RETURN(size_t m, PopMark(at));
-          std::vector<uint32_t> items(stack_.begin() + static_cast<long>(m), stack_.end());
-          stack_.resize(m);
-          uint32_t id = Push(op == 't' ? PickleNode::Kind::kTuple : PickleNode::Kind::kList);
-          nodes_[id].items = std::move(items);
-          break;
-        }
-        case 0x85:
-        case 0x86:
-        case 0x87: {  // TUPLE1..3
-          size_t n = op - 0x84u;
-          if (stack_.size() < n) return Corrupt(at, "TUPLE with too few items");
-          std::vector<uint32_t> items(stack_.end() - static_cast<long>(n), stack_.end());
-          stack_.resize(stack_.size() - n);
-          uint32_t id = Push(PickleNode::Kind::kTuple);
-          nodes_[id].items = std::move(items);
-          break;
-        }
-        case 'd': {  // DICT from the mark
-          ANXIN_ASSIGN_OR_RETURN(size_t m, PopMark(at));
-          if ((stack_.size() - m) % 2) return Corrupt(at, "DICT with an odd number of items");
-          std::vector<uint32_t> items(stack_.begin() + static_cast<long>(m), stack_.end());
-          stack_.resize(m);
-          uint32_t id = Push(PickleNode::Kind::kDict);
-          nodes_[id].items = std::move(items);
-          break;
-        }
-        case 's': {  // SETITEM
-          if (stack_.size() < 3) return Corrupt(at, "SETITEM with too few items");
-          uint32_t target = stack_[stack_.size() - 3];
-          if (nodes_[target].kind != PickleNode::Kind::kDict) {
-            return Corrupt(at, "SETITEM on something that is not a dict");
-          }
-          nodes_[target].items.push_back(stack_[stack_.size() - 2]);
-          nodes_[target].items.push_back(stack_.back());
-          stack_.resize(stack_.size() - 2);
-          break;
-        }
-        case 'u':
-        case 'a':
-        case 'e': {  // SETITEMS, APPEND, APPENDS
-          size_t first = 0;
-          if (op == 'a') {
-            if (stack_.size() < 2) return Corrupt(at, "APPEND with too few items");
-            first = stack_.size() - 1;
-          } else {
-            ANXIN_ASSIGN_OR_RETURN(first, PopMark(at));
-            if (first == 0) return Corrupt(at, "no container below the mark");
-          }
-          uint32_t target = stack_[first - 1];
-          auto want = op == 'u' ? PickleNode::Kind::kDict : PickleNode::Kind::kList;
-          if (nodes_[target].kind != want) {
-            return Corrupt(at, op == 'u' ? "SETITEMS on something that is not a dict"
-                                         : "APPEND on something that is not a list");
-          }
-          if (op == 'u' && (stack_.size() - first) % 2) {
-            return Corrupt(at, "SETITEMS with an odd number of items");
-          }
-          auto& items = nodes_[target].items;
-          items.insert(items.end(), stack_.begin() + static_cast<long>(first), stack_.end());
-          stack_.resize(first);
-          break;
-        }
-        default:
-          return InvalidArgument(fmt::format(
-              "pickle opcode {} ({:#04x}) at offset {} is not plain data; only dict, list, "
-              "tuple, str, int, float, bool and None can be read (is this a PyTorch memory "
-              "snapshot?)",
-              OpcodeName(op), op, at));
+      const size_t at = pos_;
+      const uint8_t op = static_cast<uint8_t>(in_[pos_++]);
+      if (op == '.') {  // STOP
+        if (stack_.empty()) return Corrupt(at, "STOP with an empty stack");
+        return stack_.back();
       }
+      ANXIN_TRY(Step(op, at));
     }
   }
 
  private:
+  // One opcode (all but STOP), read at offset `at`.
+  Status Step(uint8_t op, size_t at) {
+    switch (op) {
+      case 0x80:
+      case 0x95:
+      case 0x94:
+      case 'q':
+      case 'r':
+      case 'h':
+      case 'j':
+      case '(':
+      case '0':
+      case '1':
+      case '2':
+        return StackOp(op, at);
+      case '}':
+      case ']':
+      case ')':
+      case 'N':
+      case 0x88:
+      case 0x89:
+      case 'J':
+      case 'K':
+      case 'M':
+      case 0x8a:
+      case 0x8b:
+      case 'X':
+      case 0x8c:
+      case 0x8d:
+      case 'G':
+        return ValueOp(op, at);
+      case 't':
+      case 'l':
+      case 0x85:
+      case 0x86:
+      case 0x87:
+      case 'd':
+      case 's':
+      case 'u':
+      case 'a':
+      case 'e':
+        return ContainerOp(op, at);
+      default:
+        return InvalidArgument(fmt::format(
+            "pickle opcode {} ({:#04x}) at offset {} is not plain data; only dict, list, "
+            "tuple, str, int, float, bool and None can be read (is this a PyTorch memory "
+            "snapshot?)",
+            OpcodeName(op), op, at));
+    }
+  }
+
+  // The protocol and framing, the memo, marks and plain stack moves.
+  Status StackOp(uint8_t op, size_t at) {
+    switch (op) {
+      case 0x80: {  // PROTO
+        ANXIN_ASSIGN_OR_RETURN(uint64_t v, Uint(1));
+        if (v < 2 || v > 5) {
+          return InvalidArgument(
+              fmt::format("pickle protocol {} at offset {} is not supported (2 to 5 are)", v, at));
+        }
+        break;
+      }
+      case 0x95:  // FRAME: framing only; the payload follows inline.
+        ANXIN_TRY(Uint(8));
+        break;
+      case 0x94:  // MEMOIZE
+        if (stack_.empty()) return Corrupt(at, "MEMOIZE with an empty stack");
+        memo_[memo_.size()] = stack_.back();
+        break;
+      case 'q':
+      case 'r': {  // BINPUT, LONG_BINPUT
+        ANXIN_ASSIGN_OR_RETURN(uint64_t idx, Uint(op == 'q' ? 1 : 4));
+        if (stack_.empty()) return Corrupt(at, "PUT with an empty stack");
+        memo_[idx] = stack_.back();
+        break;
+      }
+      case 'h':
+      case 'j': {  // BINGET, LONG_BINGET
+        ANXIN_ASSIGN_OR_RETURN(uint64_t idx, Uint(op == 'h' ? 1 : 4));
+        auto it = memo_.find(idx);
+        if (it == memo_.end()) return Corrupt(at, fmt::format("GET of unknown memo {}", idx));
+        stack_.push_back(it->second);
+        break;
+      }
+      case '(':
+        marks_.push_back(stack_.size());
+        break;
+      case '0':  // POP
+        if (stack_.empty()) return Corrupt(at, "POP with an empty stack");
+        stack_.pop_back();
+        break;
+      case '1': {  // POP_MARK
+        ANXIN_ASSIGN_OR_RETURN(size_t m, PopMark(at));
+        stack_.resize(m);
+        break;
+      }
+      case '2':  // DUP
+        if (stack_.empty()) return Corrupt(at, "DUP with an empty stack");
+        stack_.push_back(stack_.back());
+        break;
+    }
+    return Ok();
+  }
+
+  // Pushes one value: an empty container, None, a bool, an int, a string or
+  // a float.
+  Status ValueOp(uint8_t op, size_t at) {
+    switch (op) {
+      case '}':
+        Push(PickleNode::Kind::kDict);
+        break;
+      case ']':
+        Push(PickleNode::Kind::kList);
+        break;
+      case ')':
+        Push(PickleNode::Kind::kTuple);
+        break;
+      case 'N':
+        Push(PickleNode::Kind::kNone);
+        break;
+      case 0x88:
+      case 0x89: {
+        uint32_t id = Push(PickleNode::Kind::kBool);
+        nodes_[id].b = op == 0x88;
+        nodes_[id].i = op == 0x88;
+        break;
+      }
+      case 'J': {
+        ANXIN_ASSIGN_OR_RETURN(uint64_t v, Uint(4));
+        PushInt(static_cast<int32_t>(static_cast<uint32_t>(v)));
+        break;
+      }
+      case 'K': {
+        ANXIN_ASSIGN_OR_RETURN(uint64_t v, Uint(1));
+        PushInt(static_cast<int64_t>(v));
+        break;
+      }
+      case 'M': {
+        ANXIN_ASSIGN_OR_RETURN(uint64_t v, Uint(2));
+        PushInt(static_cast<int64_t>(v));
+        break;
+      }
+      case 0x8a:
+      case 0x8b: {  // LONG1, LONG4: little-endian two's complement
+        ANXIN_ASSIGN_OR_RETURN(uint64_t n, Uint(op == 0x8a ? 1 : 4));
+        if (n > 8) {
+          return InvalidArgument(fmt::format(
+              "pickle integer of {} bytes at offset {} does not fit in 64 bits", n, at));
+        }
+        ANXIN_ASSIGN_OR_RETURN(uint64_t v, Uint(n));
+        if (n > 0 && n < 8 && (v >> (8 * n - 1)) & 1) v |= ~uint64_t{0} << (8 * n);
+        PushInt(static_cast<int64_t>(v));
+        break;
+      }
+      case 'X':
+      case 0x8c:
+      case 0x8d: {  // BINUNICODE, SHORT_BINUNICODE, BINUNICODE8
+        ANXIN_ASSIGN_OR_RETURN(uint64_t n, Uint(op == 0x8c ? 1 : op == 'X' ? 4 : 8));
+        if (n > in_.size() - pos_) return Truncated("a string");
+        uint32_t id = Push(PickleNode::Kind::kString);
+        nodes_[id].s.assign(in_.substr(pos_, n));
+        pos_ += n;
+        break;
+      }
+      case 'G': {  // BINFLOAT: big-endian IEEE 754
+        ANXIN_ASSIGN_OR_RETURN(uint64_t bits, UintBigEndian(8));
+        uint32_t id = Push(PickleNode::Kind::kFloat);
+        nodes_[id].f = std::bit_cast<double>(bits);
+        break;
+      }
+    }
+    return Ok();
+  }
+
+  // Builds a tuple, list or dict from the stack, or adds items to one.
+  Status ContainerOp(uint8_t op, size_t at) {
+    switch (op) {
+      case 't':
+      case 'l': {  // TUPLE, LIST from the mark
+        ANXIN_ASSIGN_OR_RETURN(size_t m, PopMark(at));
+        std::vector<uint32_t> items(stack_.begin() + static_cast<long>(m), stack_.end());
+        stack_.resize(m);
+        uint32_t id = Push(op == 't' ? PickleNode::Kind::kTuple : PickleNode::Kind::kList);
+        nodes_[id].items = std::move(items);
+        break;
+      }
+      case 0x85:
+      case 0x86:
+      case 0x87: {  // TUPLE1..3
+        size_t n = op - 0x84u;
+        if (stack_.size() < n) return Corrupt(at, "TUPLE with too few items");
+        std::vector<uint32_t> items(stack_.end() - static_cast<long>(n), stack_.end());
+        stack_.resize(stack_.size() - n);
+        uint32_t id = Push(PickleNode::Kind::kTuple);
+        nodes_[id].items = std::move(items);
+        break;
+      }
+      case 'd': {  // DICT from the mark
+        ANXIN_ASSIGN_OR_RETURN(size_t m, PopMark(at));
+        if ((stack_.size() - m) % 2) return Corrupt(at, "DICT with an odd number of items");
+        std::vector<uint32_t> items(stack_.begin() + static_cast<long>(m), stack_.end());
+        stack_.resize(m);
+        uint32_t id = Push(PickleNode::Kind::kDict);
+        nodes_[id].items = std::move(items);
+        break;
+      }
+      case 's': {  // SETITEM
+        if (stack_.size() < 3) return Corrupt(at, "SETITEM with too few items");
+        uint32_t target = stack_[stack_.size() - 3];
+        if (nodes_[target].kind != PickleNode::Kind::kDict) {
+          return Corrupt(at, "SETITEM on something that is not a dict");
+        }
+        nodes_[target].items.push_back(stack_[stack_.size() - 2]);
+        nodes_[target].items.push_back(stack_.back());
+        stack_.resize(stack_.size() - 2);
+        break;
+      }
+      case 'u':
+      case 'a':
+      case 'e': {  // SETITEMS, APPEND, APPENDS
+        size_t first = 0;
+        if (op == 'a') {
+          if (stack_.size() < 2) return Corrupt(at, "APPEND with too few items");
+          first = stack_.size() - 1;
+        } else {
+          ANXIN_ASSIGN_OR_RETURN(first, PopMark(at));
+          if (first == 0) return Corrupt(at, "no container below the mark");
+        }
+        uint32_t target = stack_[first - 1];
+        auto want = op == 'u' ? PickleNode::Kind::kDict : PickleNode::Kind::kList;
+        if (nodes_[target].kind != want) {
+          return Corrupt(at, op == 'u' ? "SETITEMS on something that is not a dict"
+                                       : "APPEND on something that is not a list");
+        }
+        if (op == 'u' && (stack_.size() - first) % 2) {
+          return Corrupt(at, "SETITEMS with an odd number of items");
+        }
+        auto& items = nodes_[target].items;
+        items.insert(items.end(), stack_.begin() + static_cast<long>(first), stack_.end());
+        stack_.resize(first);
+        break;
+      }
+    }
+    return Ok();
+  }
   uint32_t Push(PickleNode::Kind kind) {
     uint32_t id = static_cast<uint32_t>(nodes_.size());
     nodes_.emplace_back().kind = kind;

@@ -7,7 +7,7 @@
 #include "anxin/mem/alloc_config.h"
 #include "anxin/mem/allocator.h"
 #include "anxin/mem/replay.h"
-#include "anxin/mem/report.h"
+#include "anxin/mem/replay_report.h"
 
 namespace anxin::mem {
 namespace {

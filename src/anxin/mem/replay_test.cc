@@ -6,7 +6,7 @@
 #include <cmath>
 
 #include "anxin/base/testing.h"
-#include "anxin/mem/report.h"
+#include "anxin/mem/replay_report.h"
 #include "anxin/mem/trace.h"
 
 namespace anxin::mem {

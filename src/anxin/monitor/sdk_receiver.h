@@ -8,7 +8,7 @@
 //
 //   #include <atomic>
 //
-//   Registry registry;                              // the agent's metrics (metrics.h)
+//   Registry registry;                              // the agent's metrics (metric_registry.h)
 //   SdkReceiverOptions opts{.socket_path = "/run/anxin/agent.sock"};
 //   opts.registry = &registry;                      // self-metrics, optional
 //   std::atomic<uint64_t> events{0};
@@ -56,7 +56,7 @@
 #include <thread>
 
 #include "anxin/base/error.h"
-#include "anxin/monitor/metrics.h"
+#include "anxin/monitor/metric_registry.h"
 #include "anxin/monitor/sdk_wire.h"
 
 namespace anxin::monitor {

@@ -22,18 +22,10 @@ using namespace std::chrono_literals;
 using ::anxin::testing::HasCode;
 using ::anxin::testing::IsOk;
 using ::anxin::testing::TempDir;
+using ::anxin::testing::WaitFor;
 using ::testing::HasSubstr;
 
 constexpr uint64_t kT = 1'764'000'000'000'000'000ULL;
-
-bool WaitFor(const std::function<bool()>& done, std::chrono::milliseconds timeout = 10s) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(1ms);
-  }
-  return true;
-}
 
 // Sends raw bytes to a socket path, as a misbehaving client could.
 bool SendTo(const std::string& path, std::span<const uint8_t> bytes) {

@@ -3,6 +3,8 @@
 #include <ctime>
 #include <nlohmann/json.hpp>
 
+#include "anxin/base/time_format.h"
+
 namespace anxin::notify {
 namespace {
 
@@ -230,12 +232,8 @@ Result<Notification> ParseWebhook(std::string_view body, const ParseLimits& limi
 
 std::string FormatRfc3339Utc(int64_t t) {
   if (t == 0) return "0001-01-01T00:00:00Z";
-  const time_t tt = static_cast<time_t>(t);
-  std::tm tm{};
-  gmtime_r(&tt, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
+  return FormatRfc3339(std::chrono::system_clock::from_time_t(static_cast<time_t>(t)),
+                       TimePrecision::kSeconds);
 }
 
 std::string EncodeWebhook(const Notification& n) {

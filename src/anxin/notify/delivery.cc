@@ -16,6 +16,7 @@
 #include <random>
 
 #include "anxin/base/http.h"
+#include "anxin/base/strings.h"
 
 namespace anxin::notify {
 namespace {
@@ -37,9 +38,8 @@ int64_t UnixNowMs() {
 double RetryAfterSeconds(const HttpResponse& r) {
   auto h = r.Header("Retry-After");
   if (!h) return 0;
-  char* end = nullptr;
-  const double v = std::strtod(h->c_str(), &end);
-  return end != h->c_str() && v > 0 && v < 3600 ? v : 0;
+  const std::optional<double> v = ParseDouble(*h);
+  return v && *v > 0 && *v < 3600 ? *v : 0;
 }
 
 std::string Snippet(std::string_view body) {

@@ -41,7 +41,7 @@
 #include <vector>
 
 #include "anxin/base/error.h"
-#include "anxin/monitor/metrics.h"
+#include "anxin/monitor/metric_registry.h"
 #include "anxin/notify/config.h"
 #include "anxin/notify/spool.h"
 

@@ -12,6 +12,7 @@ namespace anxin::notify {
 namespace {
 
 using ::anxin::testing::TempDir;
+using ::anxin::testing::WaitFor;
 using namespace std::chrono_literals;
 
 TEST(FeishuSign, MatchesTheDocumentedAlgorithm) {
@@ -81,10 +82,7 @@ TEST(Dispatcher, RetriesInOrderDropsRejectedCounts) {
   sinks.push_back(std::move(sink));
   Dispatcher d(config, **spool, *metrics, std::move(sinks));
   ASSERT_TRUE(d.Start().has_value());
-  const auto deadline = std::chrono::steady_clock::now() + 20s;
-  while ((*spool)->messages() > 0 && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(10ms);
-  }
+  EXPECT_TRUE(WaitFor([&] { return (*spool)->messages() == 0; }, 20s));
   d.Stop();
   EXPECT_EQ((*spool)->messages(), 0u);
   // 1 retried twice then sent; 2 rejected; 3 retried once then sent; 4 sent.

@@ -4,6 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "anxin/base/time_format.h"
+
 namespace anxin::notify {
 namespace {
 
@@ -106,6 +108,12 @@ size_t JsonSize(const json& j) {
   return j.dump(-1, ' ', false, json::error_handler_t::replace).size();
 }
 
+// Unix seconds (an alert's starts_at, ends_at) as "2026-12-02T13:28:50Z".
+std::string UnixSecondsRfc3339(int64_t t) {
+  return FormatRfc3339(std::chrono::system_clock::from_time_t(static_cast<time_t>(t)),
+                       TimePrecision::kSeconds);
+}
+
 }  // namespace
 
 std::string NodeOf(const Alert& a) {
@@ -113,12 +121,6 @@ std::string NodeOf(const Alert& a) {
 }
 std::string DeviceOf(const Alert& a) {
   return FirstLabel(a, {"device", "npu", "gpu", "device_id", "id"});
-}
-
-std::string FormatRfc3339(int64_t t) {
-  TimeZone utc;
-  std::string s = utc.Format(t);  // "YYYY-MM-DD HH:MM:SS UTC"
-  return s.substr(0, 10) + "T" + s.substr(11, 8) + "Z";
 }
 
 std::string Expand(const std::string& templ, const Alert& a, const RenderOptions& o, size_t count) {
@@ -265,10 +267,10 @@ Rendered RenderJson(const std::vector<Alert>& alerts, const std::string& receive
                  {"device", DeviceOf(a)},
                  {"labels", a.labels},
                  {"annotations", a.annotations},
-                 {"starts_at", FormatRfc3339(a.starts_at)},
+                 {"starts_at", UnixSecondsRfc3339(a.starts_at)},
                  {"starts_at_local", o.time_zone.Format(a.starts_at)}};
     if (a.ends_at > 0) {
-      item["ends_at"] = FormatRfc3339(a.ends_at);
+      item["ends_at"] = UnixSecondsRfc3339(a.ends_at);
       item["ends_at_local"] = o.time_zone.Format(a.ends_at);
     }
     if (!a.generator_url.empty()) item["generator_url"] = a.generator_url;

@@ -67,9 +67,6 @@ Rendered RenderBot(const std::vector<Alert>& alerts, const Templates& templates,
 Rendered RenderJson(const std::vector<Alert>& alerts, const std::string& receiver,
                     const std::string& group_key, const RenderOptions& options);
 
-// Unix seconds as "2026-12-02T13:28:50Z".
-std::string FormatRfc3339(int64_t t);
-
 }  // namespace anxin::notify
 
 #endif  // ANXIN_NOTIFY_RENDER_H_

@@ -28,7 +28,7 @@
 #include <string>
 
 #include "anxin/base/error.h"
-#include "anxin/monitor/metrics.h"
+#include "anxin/monitor/metric_registry.h"
 #include "anxin/notify/config.h"
 
 namespace anxin::notify {

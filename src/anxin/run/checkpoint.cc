@@ -36,13 +36,6 @@ int64_t TrailingNumber(const std::string& name) {
   return v;
 }
 
-std::string Trim(std::string s) {
-  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
-  size_t b = 0;
-  while (b < s.size() && s[b] == ' ') ++b;
-  return s.substr(b);
-}
-
 // Megatron/DeepSpeed without a manifest: at least one file, none empty.
 std::string CheckFiles(const fs::path& dir) {
   std::error_code ec;
@@ -139,7 +132,7 @@ Result<CheckpointScan> ScanCheckpoints(const std::string& dir) {
   if (fs::exists(root / "latest_checkpointed_iteration.txt", ec)) {
     auto t = ReadFile((root / "latest_checkpointed_iteration.txt").string());
     if (t) {
-      scan.pointer = Trim(*t);
+      scan.pointer = std::string(Trim(*t));
       pointer_format = "megatron";
       int64_t v = -1;
       auto [p, e] =
@@ -149,7 +142,7 @@ Result<CheckpointScan> ScanCheckpoints(const std::string& dir) {
   } else if (fs::exists(root / "latest", ec) && fs::is_regular_file(root / "latest", ec)) {
     auto t = ReadFile((root / "latest").string());
     if (t) {
-      scan.pointer = Trim(*t);
+      scan.pointer = std::string(Trim(*t));
       pointer_format = "deepspeed";
       pointer_step = StepOf(scan.pointer, "global_step");
     }

@@ -4,13 +4,13 @@
 // section of the configuration file (docs/recovery.md).
 //
 //   ProgressTracker progress;
-//   DetectorContext ctx;
+//   DetectorContext ctx;                      // ctx.clock: MonotonicClock() unless set
 //   ctx.report = [](Fault f) { std::printf("%s\n", f.summary.c_str()); };
 //   ctx.progress = &progress;
 //   ANXIN_ASSIGN_OR_RETURN(std::unique_ptr<Detector> d,
 //                          CreateDetector("log_patterns", std::nullopt, ctx));
 //   ANXIN_TRY(d->Start(AttemptInfo{}));
-//   d->OnLine(0, "RuntimeError: HCCL_E_TIMEOUT", DetectorClock::now());   // reports
+//   d->OnLine(0, "RuntimeError: HCCL_E_TIMEOUT", ctx.clock->Now());   // reports
 //
 // Thread safety: OnLine and OnExit are called from the ranks' output threads,
 // several at once; Tick, Start and Stop from the supervisor's thread. Each
@@ -26,7 +26,9 @@
 #include <string_view>
 #include <vector>
 
+#include "anxin/base/clock.h"
 #include "anxin/base/config.h"
+#include "anxin/base/monotonic_clock.h"
 #include "anxin/base/error.h"
 #include "anxin/base/subprocess.h"
 #include "anxin/device/backend.h"
@@ -34,11 +36,12 @@
 
 namespace anxin::run {
 
-using DetectorClock = std::chrono::steady_clock;
-
 // What detectors share: where to report, the progress record, the backend.
 struct DetectorContext {
   FaultSink report;
+  // The clock of every time the detectors get and report; it never moves by
+  // itself in tests (a VirtualClock). REQUIRES: outlives the detectors.
+  Clock* clock = &MonotonicClock();
   ProgressTracker* progress = nullptr;
   device::DeviceBackend* backend = nullptr;  // may be null
   std::string checkpoint_dir;                // "" when not given
@@ -54,7 +57,7 @@ struct DetectorContext {
 struct AttemptInfo {
   int attempt = 0;
   std::vector<int> devices;  // backend indices, rank order
-  DetectorClock::time_point started{};
+  Clock::TimePoint started{};
 };
 
 class Detector {
@@ -68,14 +71,14 @@ class Detector {
   }
   // The ranks are being stopped; report nothing until the next Start.
   virtual void Stop() {}
-  virtual void OnLine(int rank, std::string_view line, DetectorClock::time_point when) {
+  virtual void OnLine(int rank, std::string_view line, Clock::TimePoint when) {
     (void)rank, (void)line, (void)when;
   }
-  virtual void OnExit(int rank, const ExitStatus& status, DetectorClock::time_point when) {
+  virtual void OnExit(int rank, const ExitStatus& status, Clock::TimePoint when) {
     (void)rank, (void)status, (void)when;
   }
   // Called about every 100 ms.
-  virtual void Tick(DetectorClock::time_point now) { (void)now; }
+  virtual void Tick(Clock::TimePoint now) { (void)now; }
 };
 
 // Builds a detector from its configuration section (nullopt: defaults).

@@ -22,7 +22,7 @@ std::map<std::string, std::pair<std::string, DetectorFactory>>& Registry() {
 }
 
 Fault MakeFault(std::string detector, std::string fault_class, device::Severity severity, int rank,
-                std::string summary, DetectorClock::time_point when) {
+                std::string summary, Clock::TimePoint when) {
   Fault f;
   f.detector = std::move(detector);
   f.fault_class = std::move(fault_class);
@@ -30,7 +30,7 @@ Fault MakeFault(std::string detector, std::string fault_class, device::Severity 
   f.rank = rank;
   f.summary = std::move(summary);
   f.seen = when;
-  f.wall = std::chrono::system_clock::now();
+  f.wall = when;
   return f;
 }
 
@@ -44,7 +44,7 @@ class ExitDetector final : public Detector {
     return Ok();
   }
   void Stop() override { active_ = false; }
-  void OnExit(int rank, const ExitStatus& status, DetectorClock::time_point when) override {
+  void OnExit(int rank, const ExitStatus& status, Clock::TimePoint when) override {
     if (!active_ || status.ok()) return;
     Fault f = MakeFault("exit", "process_exit", device::Severity::kCritical, rank,
                         "rank " + std::to_string(rank) + " " + status.Describe(), when);
@@ -68,7 +68,7 @@ class LogPatternDetector final : public Detector {
     return Ok();
   }
   void Stop() override { active_ = false; }
-  void OnLine(int rank, std::string_view line, DetectorClock::time_point when) override {
+  void OnLine(int rank, std::string_view line, Clock::TimePoint when) override {
     if (!active_) return;
     const LogSignature* s = matcher_.Match(line);
     if (s == nullptr) return;
@@ -110,7 +110,7 @@ class HangDetector final : public Detector {
     return Ok();
   }
   void Stop() override { active_ = false; }
-  void OnLine(int, std::string_view line, DetectorClock::time_point when) override {
+  void OnLine(int, std::string_view line, Clock::TimePoint when) override {
     if (!active_) return;
     std::match_results<std::string_view::const_iterator> m;
     if (!std::regex_search(line.begin(), line.end(), m, progress_)) return;
@@ -120,7 +120,7 @@ class HangDetector final : public Detector {
     }
     ctx_.progress->Note(step, "log", when);
   }
-  void Tick(DetectorClock::time_point now) override {
+  void Tick(Clock::TimePoint now) override {
     if (!active_ || reported_) return;
     if (o_.watch_checkpoints && !ctx_.checkpoint_dir.empty() && now >= next_ckpt_poll_) {
       next_ckpt_poll_ = now + std::chrono::seconds(1);
@@ -174,7 +174,7 @@ class HangDetector final : public Detector {
   std::atomic<bool> active_{false};
   bool reported_ = false;
   int64_t last_ckpt_mtime_ = 0;
-  DetectorClock::time_point next_ckpt_poll_{};
+  Clock::TimePoint next_ckpt_poll_{};
 };
 
 // ---- device_faults: the backend's fault events for the job's devices.
@@ -249,7 +249,7 @@ class DeviceFaultDetector final : public Detector {
                             std::string(device::FaultKindName(e.kind)) +
                             (e.code.empty() ? "" : " " + e.code) +
                             (e.message.empty() ? "" : " (" + e.message + ")"),
-                        DetectorClock::now());
+                        ctx_.clock->Now());
     f.device = e.index;
     if (e.time != Clock::TimePoint{}) {
       f.detection_seconds = std::max(0.0, std::chrono::duration<double>(f.wall - e.time).count());
@@ -277,9 +277,10 @@ class SdkDetector final : public Detector {
     o.socket_path = ctx_.sdk_socket;
     o.forward_path = ctx_.sdk_forward;
     ProgressTracker* progress = ctx_.progress;
+    Clock* clock = ctx_.clock;
     auto r = monitor::SdkReceiver::Start(
-        o, [progress](const monitor::SdkDatagram& d, std::span<const uint8_t>) {
-          const auto now = DetectorClock::now();
+        o, [progress, clock](const monitor::SdkDatagram& d, std::span<const uint8_t>) {
+          const auto now = clock->Now();
           for (const monitor::SdkEvent& e : d.events) {
             if (auto* end = std::get_if<monitor::SdkStepEnd>(&e.body)) {
               progress->Note(static_cast<int64_t>(end->step), "sdk", now);

@@ -2,7 +2,7 @@
 // record the hang detector and the recovery check read.
 //
 //   ProgressTracker progress;
-//   progress.Note(120, "log", ProgressTracker::Clock::now());
+//   progress.Note(120, "log", RealClock().Now());
 //   Fault f;
 //   f.detector = "log";
 //   f.fault_class = "collective_timeout";
@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "anxin/base/clock.h"
 #include "anxin/device/backend.h"
 
 namespace anxin::run {
@@ -29,12 +30,13 @@ struct Fault {
   std::string detector;     // "exit", "log", "hang", "device"
   std::string fault_class;  // "process_exit", "collective_timeout", "device_lost", ...
   device::Severity severity = device::Severity::kCritical;
-  int rank = -1;                                 // -1: not tied to one rank
-  int device = -1;                               // the device's index, -1 when not known
-  std::string summary;                           // one line for people
-  std::vector<std::string> evidence;             // the lines or readings that show it
-  std::chrono::steady_clock::time_point seen{};  // when the detector saw it
-  std::chrono::system_clock::time_point wall{};  // the same instant, wall clock
+  int rank = -1;                      // -1: not tied to one rank
+  int device = -1;                    // the device's index, -1 when not known
+  std::string summary;                // one line for people
+  std::vector<std::string> evidence;  // the lines or readings that show it
+  // When the detector saw it, on the supervisor's clock (DetectorContext::clock).
+  Clock::TimePoint seen{};
+  std::chrono::system_clock::time_point wall{};  // the same instant, for the journal
   int attempt = 0;                               // the launch it belongs to (set by the supervisor)
   // From the evidence's own time (a backend event's timestamp) to the
   // detector's report; < 0 when the evidence has no time of its own.
@@ -50,23 +52,23 @@ using FaultSink = std::function<void(Fault)>;
 // SDK, or a checkpoint directory changing.
 class ProgressTracker {
  public:
-  using Clock = std::chrono::steady_clock;
+  using TimePoint = Clock::TimePoint;
 
   // step < 0: progress without a step number (a heartbeat, a new checkpoint).
-  void Note(int64_t step, const char* source, Clock::time_point when) {
+  void Note(int64_t step, const char* source, TimePoint when) {
     std::lock_guard lock(mu_);
     last_ = when;
     ++events_;
     if (step > last_step_) {  // a step no rank had reached before
       last_step_ = step;
-      if (step_time_ == Clock::time_point{}) first_step_time_ = when;
+      if (step_time_ == TimePoint{}) first_step_time_ = when;
       step_time_ = when;
       ++steps_;
     }
     source_ = source;
   }
   // Starts a new attempt: no progress yet, the clock for hangs starts at `when`.
-  void Restart(Clock::time_point when) {
+  void Restart(TimePoint when) {
     std::lock_guard lock(mu_);
     last_ = when;
     events_ = 0;
@@ -75,7 +77,7 @@ class ProgressTracker {
     first_step_time_ = {};
     last_step_ = -1;
   }
-  Clock::time_point last() const {
+  TimePoint last() const {
     std::lock_guard lock(mu_);
     return last_;
   }
@@ -103,9 +105,9 @@ class ProgressTracker {
 
  private:
   mutable std::mutex mu_;
-  Clock::time_point last_{};
-  Clock::time_point step_time_{};
-  Clock::time_point first_step_time_{};
+  TimePoint last_{};
+  TimePoint step_time_{};
+  TimePoint first_step_time_{};
   int64_t events_ = 0;
   int64_t steps_ = 0;
   int64_t last_step_ = -1;

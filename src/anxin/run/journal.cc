@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include "anxin/base/file.h"
+#include "anxin/base/time_format.h"
 
 namespace anxin::run {
 namespace fs = std::filesystem;
@@ -20,16 +21,7 @@ using SysClock = std::chrono::system_clock;
 
 std::string FormatRfc3339(SysClock::time_point t) {
   if (t == SysClock::time_point{}) return "";
-  const auto ms =
-      std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
-  const time_t secs = static_cast<time_t>(ms / 1000);
-  std::tm tm{};
-  gmtime_r(&secs, &tm);
-  char buf[96];  // room for any int the format could print (g++ -O2 checks)
-  std::snprintf(buf, sizeof(buf), "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
-                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-                static_cast<int>(ms % 1000));
-  return buf;
+  return ::anxin::FormatRfc3339(t, TimePrecision::kMilliseconds);
 }
 
 namespace {

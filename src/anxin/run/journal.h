@@ -78,7 +78,8 @@ struct Incident {
   std::optional<ClusterView> cluster;
 };
 
-// RFC 3339 UTC with milliseconds, "2026-12-02T13:05:01.250Z"; "" for the epoch.
+// base's FormatRfc3339 with milliseconds, "2026-12-02T13:05:01.250Z", and ""
+// for the epoch: a step or fault time that was never set.
 std::string FormatRfc3339(std::chrono::system_clock::time_point t);
 
 // "20261202T130501-12345-1": time, supervisor pid, a counter.

@@ -12,6 +12,7 @@
 #include "anxin/device/registry.h"
 #include "anxin/monitor/sdk_receiver.h"
 #include "anxin/run/checkpoint.h"
+#include "anxin/run/detector.h"
 #include "anxin/run/journal.h"
 #include "anxin/run/launch.h"
 #include "anxin/run/playbook.h"
@@ -26,6 +27,17 @@ using ::anxin::testing::HasCode;
 using ::anxin::testing::TempDir;
 using ::testing::Contains;
 using ::testing::HasSubstr;
+
+// Polls `done` until it holds (true) or real_timeout passes (false).
+template <typename Pred>
+bool WaitFor(Pred done, std::chrono::milliseconds real_timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + real_timeout;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return true;
+}
 
 device::DeviceInfo Dev(int index, std::string vendor, int numa) {
   device::DeviceInfo d;
@@ -280,16 +292,30 @@ TEST(TemplateTest, Expands) {
 
 // ---- The supervisor with small shell jobs and the sim backend.
 
+// Where a job's time comes from: the wall clock; a virtual clock for the
+// supervisor (deadlines, retry delays and detector timeouts pass when the
+// test advances it, or at once when a step sleeps); or the same virtual clock
+// for the sim backend too, so that the devices' timed events (a link down for
+// 2.5 s) pass at the speed of the steps that wait for them.
+enum class JobTime { kReal, kVirtual, kVirtualWithSim };
+
 struct Job {
   TempDir dir{"anxin-run-test"};
   SupervisorOptions o;
+  VirtualClock clock{RealClock().Now()};  // journal times stay plausible
   std::unique_ptr<device::DeviceBackend> backend;
   std::vector<device::DeviceInfo> devices;
 
-  explicit Job(std::string script, std::string scenario_yaml = "") {
+  explicit Job(std::string script, std::string scenario_yaml = "", JobTime time = JobTime::kReal) {
     std::string scenario;
     if (!scenario_yaml.empty()) scenario = dir.Write("scenario.yaml", scenario_yaml);
-    backend = std::move(device::CreateBackend("sim", {.scenario = scenario}).value());
+    if (time != JobTime::kReal) {
+      clock.set_auto_advance(true);
+      o.clock = &clock;
+    }
+    Clock* sim_clock = time == JobTime::kVirtualWithSim ? &clock : nullptr;
+    backend =
+        std::move(device::CreateBackend("sim", {.scenario = scenario, .clock = sim_clock}).value());
     devices = backend->Enumerate().value();
     o.command = {"/bin/sh", "-c", std::move(script), "sh", "{checkpoint}", "{step}"};
     o.launch.nproc_per_node = 2;
@@ -347,19 +373,31 @@ TEST(SupervisorTest, CrashIsRelaunchedFromTheNewestValidCheckpoint) {
   EXPECT_THAT(log, HasSubstr("attempt=1 ckpt=" + job.o.checkpoint_dir + "/iter_0000020 step=20"));
 }
 
-TEST(SupervisorTest, HangIsDetectedWithinTimeoutPlusTwoSeconds) {
+TEST(SupervisorTest, HangIsDetectedOnceTheTimeoutHasPassed) {
   Job job("if [ \"$ANXIN_RUN_ATTEMPT\" = 0 ]; then echo step 1; sleep 60; fi; echo step 2",
-          kFastResets);
-  job.o.hang_timeout_seconds = 1;
-  const auto start = std::chrono::system_clock::now();
+          kFastResets, JobTime::kVirtual);
+  job.o.hang_timeout_seconds = 60;
+  const Clock::TimePoint start = job.clock.Now();
+  std::jthread advance([&] {
+    // Once both ranks of attempt 0 have printed their step (a line is logged
+    // after the detectors have its time), a minute passes without another.
+    auto printed = [&](const char* log) {
+      return job.dir.Read(log).find("step 1") != std::string::npos;
+    };
+    if (!WaitFor([&] { return printed("logs/rank-0.log") && printed("logs/rank-1.log"); },
+                 std::chrono::seconds(30)))
+      return;
+    job.clock.Advance(std::chrono::seconds(61));
+  });
   auto rc = job.Run();
   ASSERT_TRUE(rc) << rc.error().ToString();
   EXPECT_EQ(*rc, 0);
   auto incidents = job.Incidents();
   ASSERT_EQ(incidents.size(), 1u);
   EXPECT_EQ(incidents[0].fault.fault_class, "hang");
-  // The job printed its last step right after it started.
-  EXPECT_LT(std::chrono::duration<double>(incidents[0].fault.wall - start).count(), 1 + 2);
+  // The job printed its last step right after it started: the hang is seen
+  // at the first look after the minute (the journal keeps milliseconds).
+  EXPECT_NEAR(ToSeconds(incidents[0].fault.wall - start), 61, 0.002);
   // A hang resets the job's devices.
   EXPECT_EQ(FindStep(incidents[0], "reset_device")->result, "ok");
   EXPECT_EQ(incidents[0].resumed_step, 2);
@@ -371,7 +409,8 @@ TEST(SupervisorTest, ErrorLineIsDetectedAndResetRetried) {
       "echo 'EI0006: Getting socket times out.'; sleep 60; fi; "
       "[ \"$ANXIN_RUN_ATTEMPT\" = 0 ] && sleep 60; echo step 5",
       "name: t\ndevices:\n  count: 2\n  model: Ascend910C\n  ports: 1\n"
-      "  reset: {duration: 0.05s, fail_first: 2}\n");
+      "  reset: {duration: 0.05s, fail_first: 2}\n",
+      JobTime::kVirtual);
   auto rc = job.Run();
   ASSERT_TRUE(rc) << rc.error().ToString();
   EXPECT_EQ(*rc, 0);
@@ -422,7 +461,8 @@ TEST(SupervisorTest, ResetThatAlwaysFailsIsolatesTheDeviceOrGivesUp) {
 TEST(SupervisorTest, LinkDownHoldsTheRelaunchUntilItIsUp) {
   Job job("[ \"$ANXIN_RUN_ATTEMPT\" = 0 ] && exit 1; echo step 1",
           std::string(kFastResets) +
-              "events:\n  - {at: 0s, device: 1, kind: link_down, port: 0, duration: 2.5s}\n");
+              "events:\n  - {at: 0s, device: 1, kind: link_down, port: 0, duration: 2.5s}\n",
+          JobTime::kVirtualWithSim);
   job.o.detectors = {"exit", "log_patterns", "hang"};
   auto rc = job.Run();
   ASSERT_TRUE(rc) << rc.error().ToString();
@@ -431,12 +471,15 @@ TEST(SupervisorTest, LinkDownHoldsTheRelaunchUntilItIsUp) {
   ASSERT_EQ(in.size(), 1u);
   const StepRecord* links = FindStep(in[0], "wait_links_up");
   EXPECT_EQ(links->result, "ok");
-  EXPECT_GT(links->seconds(), 1.0);
+  // Polled every 200 ms of the clock until the link came back at 2.5 s.
+  EXPECT_GE(links->seconds(), 2.5 - 0.2 - 0.05);
+  EXPECT_LE(links->seconds(), 2.5 + 0.2);
 }
 
 TEST(SupervisorTest, DeviceFaultStartsRecovery) {
   Job job("[ \"$ANXIN_RUN_ATTEMPT\" = 0 ] && sleep 60; echo step 1",
-          std::string(kFastResets) + "events:\n  - {at: 0.5s, device: 1, kind: device_lost}\n");
+          std::string(kFastResets) + "events:\n  - {at: 0.5s, device: 1, kind: device_lost}\n",
+          JobTime::kVirtualWithSim);
   auto rc = job.Run();
   ASSERT_TRUE(rc) << rc.error().ToString();
   EXPECT_EQ(*rc, 0);
@@ -487,6 +530,104 @@ TEST(SupervisorTest, BadDetectorConfigurationNamesThePlace) {
   ASSERT_FALSE(rc);
   EXPECT_THAT(rc.error().Describe(), HasSubstr("g.yaml:3:5"));
   EXPECT_THAT(rc.error().Describe(), HasSubstr("unknown key 'timeot'"));
+}
+
+// ---- Detectors on a virtual clock.
+
+struct DetectorRig {
+  VirtualClock clock{RealClock().Now()};
+  ProgressTracker progress;
+  std::vector<Fault> faults;
+  DetectorContext ctx;
+  DetectorRig() {
+    ctx.clock = &clock;
+    ctx.progress = &progress;
+    ctx.report = [this](Fault f) { faults.push_back(std::move(f)); };
+  }
+  std::unique_ptr<Detector> Make(std::string_view name, std::string_view yaml) {
+    auto root = ConfigNode::Parse(yaml, "g.yaml");
+    EXPECT_TRUE(root) << root.error().ToString();
+    auto d = CreateDetector(name, *root, ctx);
+    EXPECT_TRUE(d) << d.error().ToString();
+    progress.Restart(clock.Now());
+    EXPECT_TRUE(d.value()->Start(AttemptInfo{}));
+    return std::move(*d);
+  }
+};
+
+TEST(DetectorTest, HangCountsFromTheLastProgressOnTheClock) {
+  using std::chrono::seconds;
+  DetectorRig rig;
+  auto hang = rig.Make("hang", "timeout: 30s\nwatch_checkpoints: false\n");
+  rig.clock.Advance(seconds(600));  // start-up is not a hang
+  hang->Tick(rig.clock.Now());
+  EXPECT_TRUE(rig.faults.empty());
+  hang->OnLine(0, "step 7", rig.clock.Now());
+  rig.clock.Advance(seconds(29));
+  hang->Tick(rig.clock.Now());
+  EXPECT_TRUE(rig.faults.empty());
+  rig.clock.Advance(seconds(1));
+  hang->Tick(rig.clock.Now());
+  ASSERT_EQ(rig.faults.size(), 1u);
+  EXPECT_EQ(rig.faults[0].fault_class, "hang");
+  EXPECT_EQ(rig.faults[0].seen, rig.clock.Now());
+  EXPECT_THAT(rig.faults[0].summary,
+              HasSubstr("no progress for 30.0 s (timeout 30.0 s, last step 7)"));
+  hang->Tick(rig.clock.Now() + seconds(60));
+  EXPECT_EQ(rig.faults.size(), 1u);  // once per attempt
+}
+
+TEST(DetectorTest, HangLearnsTheTimeoutFromTheStepTime) {
+  using std::chrono::seconds;
+  DetectorRig rig;
+  auto hang = rig.Make("hang",
+                       "timeout: 1h\nlearn_factor: 3\nwarmup_steps: 3\nmin_timeout: 5s\n"
+                       "watch_checkpoints: false\n");
+  for (int step = 1; step <= 3; ++step) {  // a step every 4 s: the timeout becomes 12 s
+    hang->OnLine(0, "step " + std::to_string(step), rig.clock.Now());
+    if (step < 3) rig.clock.Advance(seconds(4));
+  }
+  rig.clock.Advance(seconds(11));
+  hang->Tick(rig.clock.Now());
+  EXPECT_TRUE(rig.faults.empty());
+  rig.clock.Advance(seconds(1));
+  hang->Tick(rig.clock.Now());
+  ASSERT_EQ(rig.faults.size(), 1u);
+  EXPECT_THAT(rig.faults[0].summary, HasSubstr("timeout 12.0 s"));
+}
+
+// A backend whose fault events the test sends.
+class EventBackend final : public device::DeviceBackend {
+ public:
+  std::string_view name() const override { return "events"; }
+  Result<std::vector<device::DeviceInfo>> Enumerate() override {
+    return std::vector<device::DeviceInfo>{};
+  }
+  Result<device::DeviceSample> Sample(int) override { return device::DeviceSample{}; }
+  Result<device::FaultSubscription> SubscribeFaults(device::FaultCallback callback) override {
+    callback_ = std::move(callback);
+    return device::FaultSubscription();
+  }
+  device::FaultCallback callback_;
+};
+
+TEST(DetectorTest, DeviceFaultTakesTheDetectionTimeFromTheEventsClock) {
+  DetectorRig rig;
+  EventBackend backend;
+  rig.ctx.backend = &backend;
+  auto d = rig.Make("device_faults", "{}");
+  AttemptInfo attempt;
+  attempt.devices = {0, 1};
+  ASSERT_TRUE(d->Start(attempt));
+  ASSERT_TRUE(backend.callback_);
+  const Clock::TimePoint event_time = rig.clock.Now();
+  rig.clock.Advance(std::chrono::milliseconds(1500));
+  backend.callback_(
+      device::MakeFaultEvent(1, event_time, device::FaultKind::kDeviceLost, "fell off the bus"));
+  ASSERT_EQ(rig.faults.size(), 1u);
+  EXPECT_EQ(rig.faults[0].fault_class, "device_lost");
+  EXPECT_EQ(rig.faults[0].device, 1);
+  EXPECT_DOUBLE_EQ(rig.faults[0].detection_seconds, 1.5);
 }
 
 // ---- Playbooks.
@@ -776,7 +917,8 @@ TEST(SupervisorTest, EscalationShrinksTheJobToMinNproc) {
       "echo \"attempt=$ANXIN_RUN_ATTEMPT world=$WORLD_SIZE\"; "
       "[ \"$ANXIN_RUN_ATTEMPT\" = 0 ] && sleep 60; echo step 1",
       "name: t\ndevices:\n  count: 2\n  model: Ascend910C\n  ports: 1\n"
-      "  reset: {duration: 0.05s}\nevents:\n  - {at: 0.5s, device: 1, kind: device_lost}\n");
+      "  reset: {duration: 0.05s}\nevents:\n  - {at: 0.5s, device: 1, kind: device_lost}\n",
+      JobTime::kVirtualWithSim);
   job.o.escalate_faults = 1;
   job.o.min_nproc = 1;
   auto rc = job.Run();
@@ -792,7 +934,8 @@ TEST(SupervisorTest, EscalationWithoutRoomStopsAndPages) {
   Hook hook;
   Job job("sleep 60",
           "name: t\ndevices:\n  count: 2\n  model: Ascend910C\n  ports: 1\n"
-          "  reset: {duration: 0.05s}\nevents:\n  - {at: 0.5s, device: 0, kind: device_lost}\n");
+          "  reset: {duration: 0.05s}\nevents:\n  - {at: 0.5s, device: 0, kind: device_lost}\n",
+          JobTime::kVirtualWithSim);
   job.o.escalate_faults = 1;
   job.o.playbooks = Books(
       "playbooks:\n  page:\n    - {step: stop_ranks}\n"

@@ -20,6 +20,7 @@
 
 #include "anxin/base/file.h"
 #include "anxin/base/http.h"
+#include "anxin/base/monotonic_clock.h"
 #include "anxin/base/strings.h"
 #include "anxin/base/subprocess.h"
 #include "anxin/monitor/sdk_wire_format.h"
@@ -28,11 +29,6 @@
 
 namespace anxin::run {
 namespace {
-
-using SteadyClock = std::chrono::steady_clock;
-using SysClock = std::chrono::system_clock;
-
-double Seconds(SteadyClock::duration d) { return std::chrono::duration<double>(d).count(); }
 
 // "2.5 s", "60 s".
 std::string FormatSeconds(double seconds) { return fmt::format("{:g} s", seconds); }
@@ -75,6 +71,16 @@ std::string ExpandTemplate(std::string text, const std::string& checkpoint, int6
                                           {"attempt", std::to_string(attempt)}});
 }
 
+PlaybookDefaults PlaybookDefaultsFor(const SupervisorOptions& options) {
+  PlaybookDefaults pd;
+  pd.stop_grace_seconds = options.stop_grace_seconds;
+  pd.reset_tries = options.reset_retries;
+  pd.reset_retry_delay_seconds = options.reset_retry_delay_seconds;
+  pd.link_timeout_seconds = options.link_timeout_seconds;
+  pd.verify_timeout_seconds = options.verify_timeout_seconds;
+  return pd;
+}
+
 Coordinator::Decision LocalCoordinator::OnFault(const Fault& fault, const RestartState& state) {
   Decision d;
   d.generation = state.attempt + 1;
@@ -110,6 +116,7 @@ struct Supervisor::Impl {
   };
 
   SupervisorOptions o;
+  Clock* clock = &MonotonicClock();
   device::DeviceBackend* backend;
   std::vector<device::DeviceInfo> devices;
   std::vector<host::NumaNode> nodes;
@@ -143,7 +150,7 @@ struct Supervisor::Impl {
 
   // The incident whose relaunch waits for progress.
   std::optional<Incident> pending;
-  SteadyClock::time_point verify_deadline{};
+  Clock::TimePoint verify_deadline{};
   double verify_timeout_seconds = 0;
 
   void Push(Event e) {
@@ -181,10 +188,10 @@ struct Supervisor::Impl {
     }
     ranks.clear();
     ranks.resize(plans.size());
-    progress.Restart(SteadyClock::now());
+    progress.Restart(clock->Now());
     AttemptInfo info;
     info.attempt = a;
-    info.started = SteadyClock::now();
+    info.started = clock->Now();
     for (const RankPlan& p : plans) info.devices.push_back(p.device_index);
     for (auto& d : detectors) ANXIN_TRY(d->Start(info));
     for (size_t i = 0; i < plans.size(); ++i) {
@@ -214,7 +221,7 @@ struct Supervisor::Impl {
       const int rank = static_cast<int>(i);
       FILE* log = r.log;
       auto on_line = [this, rank, log, a](const OutputLine& l, FILE* copy) {
-        const auto now = SteadyClock::now();
+        const auto now = clock->Now();
         {
           std::lock_guard lock(out_mu);
           if (log != nullptr) {
@@ -245,7 +252,7 @@ struct Supervisor::Impl {
         auto st = proc->Wait();
         if (!st) return;
         if (attempt.load() == a) {
-          for (auto& d : detectors) d->OnExit(rank, *st, SteadyClock::now());
+          for (auto& d : detectors) d->OnExit(rank, *st, clock->Now());
         }
         Event e;
         e.kind = Event::kExit;
@@ -270,8 +277,9 @@ struct Supervisor::Impl {
         (void)r.proc->Signal(SIGTERM);
       }
     }
-    const auto deadline =
-        SteadyClock::now() + std::chrono::milliseconds(static_cast<int64_t>(grace_seconds * 1000));
+    // Real time, whatever the clock: the ranks are real processes.
+    const auto deadline = std::chrono::steady_clock::now() +
+                          std::chrono::milliseconds(static_cast<int64_t>(grace_seconds * 1000));
     int killed = 0;
     for (Rank& r : ranks) {
       if (!r.proc) continue;
@@ -292,7 +300,7 @@ struct Supervisor::Impl {
   StepRecord Begin(Incident& in, std::string name) {
     StepRecord s;
     s.name = std::move(name);
-    s.start = SysClock::now();
+    s.start = clock->Now();
     s.end = s.start;
     s.result = "running";
     in.steps.push_back(s);
@@ -300,7 +308,7 @@ struct Supervisor::Impl {
     return s;
   }
   void End(Incident& in, StepRecord s, std::string result, std::string detail) {
-    s.end = SysClock::now();
+    s.end = clock->Now();
     s.result = std::move(result);
     s.detail = std::move(detail);
     in.steps.back() = s;
@@ -343,7 +351,7 @@ struct Supervisor::Impl {
 
   // Records a fault of `device`; true when it has had escalate_faults of them
   // within escalate_window.
-  bool NoteDeviceFault(int device, SysClock::time_point when) {
+  bool NoteDeviceFault(int device, std::chrono::system_clock::time_point when) {
     if (device < 0 || o.escalate_faults <= 0) return false;
     std::vector<double>& times = persist.device_faults[device];
     const double now = std::chrono::duration<double>(when.time_since_epoch()).count();
@@ -399,15 +407,15 @@ struct Supervisor::Impl {
   // error, or Ok.
   template <typename F>
   Status Retry(const PlaybookStep& step, StepRecord& rec, F&& attempt_fn) {
-    const auto deadline = SteadyClock::now() + Millis(step.timeout_seconds);
+    const auto deadline = clock->Now() + Millis(step.timeout_seconds);
     Status last = Ok();
     for (int t = 0; t <= step.retries; ++t) {
       if (t > 0) {
         if (step.timeout_seconds > 0 &&
-            SteadyClock::now() + Millis(step.retry_delay_seconds) > deadline) {
+            clock->Now() + Millis(step.retry_delay_seconds) > deadline) {
           break;
         }
-        std::this_thread::sleep_for(Millis(step.retry_delay_seconds));
+        clock->SleepFor(Millis(step.retry_delay_seconds));
       }
       ++rec.tries;
       last = attempt_fn();
@@ -431,185 +439,209 @@ struct Supervisor::Impl {
       End(in, s, "skipped", "not needed after " + fault.fault_class);
       return std::nullopt;
     }
-    auto fail = [&](std::string detail) -> StepOutcome {
-      End(in, s, "failed", std::move(detail));
-      if (!step.abort_on_failure) return std::nullopt;
-      in.outcome = "gave_up";
-      Journal(in);
-      spdlog::error("anxin run: giving up: {} failed", s.name);
-      return 1;
-    };
     switch (step.kind) {
       case StepKind::kStopRanks:
         End(in, s, "ok", StopRanks(step.timeout_seconds));
         return std::nullopt;
-
-      case StepKind::kClearDeviceMemory: {
-        if (backend == nullptr) {
-          End(in, s, "skipped", "no backend");
-          return std::nullopt;
-        }
-        std::string detail;
-        for (int d : devs) {
-          Status c = Retry(step, s, [&]() -> Status {
-            Status r = backend->ClearMemory(d);
-            if (!r && r.error().code() == ErrorCode::kUnimplemented) return Ok();
-            return r;
-          });
-          if (!c) detail += "device " + std::to_string(d) + ": " + c.error().Describe() + "; ";
-        }
-        if (!detail.empty()) return fail(detail.substr(0, detail.size() - 2));
-        End(in, s, "ok", "cleared " + std::to_string(devs.size()) + " device(s)");
-        return std::nullopt;
-      }
-
-      case StepKind::kResetDevice: {
-        if (backend == nullptr) {
-          End(in, s, "skipped", "no backend");
-          return std::nullopt;
-        }
-        std::vector<int> targets = fault.device >= 0 ? std::vector<int>{fault.device} : devs;
-        std::erase_if(targets, [&](int d) {
-          return std::find(excluded.begin(), excluded.end(), d) != excluded.end();
-        });
-        if (targets.empty()) {
-          End(in, s, "skipped", "device " + std::to_string(fault.device) + " is isolated");
-          return std::nullopt;
-        }
-        std::string detail;
-        std::vector<std::pair<int, std::string>> broken;
-        for (int d : targets) {
-          const int before = s.tries;
-          Status r = Retry(step, s, [&] { return backend->Reset(d); });
-          if (r) {
-            detail += "device " + std::to_string(d) + " reset; ";
-          } else {
-            const std::string why = "did not reset after " + std::to_string(s.tries - before) +
-                                    " tries (" + r.error().Describe() + ")";
-            broken.emplace_back(d, why);
-            detail += "device " + std::to_string(d) + " " + why + "; ";
-          }
-        }
-        if (!detail.empty()) detail.resize(detail.size() - 2);
-        End(in, s, broken.empty() ? "ok" : "degraded", detail);
-        for (const auto& [d, why] : broken) {
-          if (auto rc = Escalate(in, d, why)) return rc;
-        }
-        return std::nullopt;
-      }
-
-      case StepKind::kWaitLinksUp: {
-        if (backend == nullptr) {
-          End(in, s, "skipped", "no backend");
-          return std::nullopt;
-        }
-        const auto deadline = SteadyClock::now() + Millis(step.timeout_seconds);
-        std::string down;
-        ++s.tries;
-        for (;;) {
-          down.clear();
-          for (int d : devs) {
-            if (std::find(excluded.begin(), excluded.end(), d) != excluded.end()) continue;
-            auto sample = backend->Sample(d);
-            if (!sample) {
-              down += "device " + std::to_string(d) + " unreachable; ";
-              continue;
-            }
-            for (const auto& l : sample->links) {
-              if (!l.up)
-                down +=
-                    "device " + std::to_string(d) + " port " + std::to_string(l.port) + " down; ";
-            }
-          }
-          if (down.empty() || SteadyClock::now() >= deadline || stop_signal.load() != 0) break;
-          std::this_thread::sleep_for(std::chrono::milliseconds(200));
-        }
-        if (!down.empty()) {
-          return fail("still down after " + FormatSeconds(step.timeout_seconds) + ": " +
-                      down.substr(0, down.size() - 2));
-        }
-        End(in, s, "ok", "all links up");
-        return std::nullopt;
-      }
-
+      case StepKind::kClearDeviceMemory:
+        return ClearDeviceMemoryStep(in, step, s, devs);
+      case StepKind::kResetDevice:
+        return ResetDeviceStep(in, step, s, devs);
+      case StepKind::kWaitLinksUp:
+        return WaitLinksUpStep(in, step, s, devs);
       case StepKind::kSelectCheckpoint:
         SelectCheckpoint(in, s);
         return ClusterStop(in);
-
-      case StepKind::kRelaunch: {
-        ++state.restarts;
-        ++state.restarts_without_progress;
-        state.attempt = next_generation;
-        in.checkpoint = checkpoint_path;
-        Status l = Retry(step, s, [&] {
-          attempt.store(state.attempt);
-          Status r = Launch();
-          if (!r) {
-            StopRanks(0);
-            ++state.attempt;  // a fresh attempt number for the next try
-          }
-          return r;
-        });
-        if (!l) {
-          End(in, s, "failed", l.error().Describe());
-          in.outcome = "gave_up";
-          Journal(in);
-          return 1;
-        }
-        End(in, s, "ok",
-            "attempt " + std::to_string(attempt.load()) + " with " + std::to_string(ranks.size()) +
-                " rank(s)" +
-                (checkpoint_path.empty() ? " from scratch" : " from " + checkpoint_path));
-        SendCounters(fault.fault_class, 0);
-        return std::nullopt;
-      }
-
+      case StepKind::kRelaunch:
+        return RelaunchStep(in, step, s);
       case StepKind::kVerifyProgress:
         // Ends in CheckVerify, from the main loop.
-        verify_deadline = SteadyClock::now() + Millis(step.timeout_seconds);
+        verify_deadline = clock->Now() + Millis(step.timeout_seconds);
         verify_timeout_seconds = step.timeout_seconds;
         return std::nullopt;
+      case StepKind::kExec:
+        return ExecStep(in, step, s);
+      case StepKind::kNotify:
+        return NotifyStep(in, step, s);
+    }
+    return std::nullopt;
+  }
 
-      case StepKind::kExec: {
-        const auto vars = Vars(fault);
-        std::vector<std::string> argv;
-        for (const std::string& a : step.argv) argv.push_back(ExpandTemplate(a, vars));
-        std::string out;
-        Status r = Retry(step, s, [&]() -> Status {
-          RunOptions ro;
-          ro.timeout = std::chrono::duration_cast<std::chrono::nanoseconds>(
-              std::chrono::duration<double>(step.timeout_seconds));
-          auto res = RunCommand(argv, ro);
-          if (!res) return std::unexpected(res.error());
-          out = std::string(Trim(res->stdout_text + res->stderr_text));
-          if (res->timed_out) {
-            return std::unexpected(
-                Error(ErrorCode::kDeadlineExceeded,
-                      "still running after " + FormatSeconds(step.timeout_seconds)));
-          }
-          if (!res->ok()) {
-            return std::unexpected(
-                Error(ErrorCode::kUnavailable, res->Describe() + (out.empty() ? "" : ": " + out)));
-          }
-          return Ok();
-        });
-        if (out.size() > 400) out = out.substr(0, 400) + "...";
-        if (!r) return fail(Quote(argv) + ": " + r.error().Describe());
-        End(in, s, "ok", Quote(argv) + " exited 0" + (out.empty() ? "" : ": " + out));
-        return std::nullopt;
-      }
+  // A failed step: the recovery goes on, or with on_failure: abort gives up.
+  StepOutcome Fail(Incident& in, const PlaybookStep& step, const StepRecord& s,
+                   std::string detail) {
+    End(in, s, "failed", std::move(detail));
+    if (!step.abort_on_failure) return std::nullopt;
+    in.outcome = "gave_up";
+    Journal(in);
+    spdlog::error("anxin run: giving up: {} failed", s.name);
+    return 1;
+  }
 
-      case StepKind::kNotify: {
-        std::string answer;
-        Status r = Retry(step, s, [&]() { return Notify(step, in, answer); });
-        if (!r) {
-          End(in, s, "failed", step.url + ": " + r.error().Describe());
-          return std::nullopt;  // a page that does not go out never holds up the recovery
-        }
-        End(in, s, "ok", step.url + ": " + answer);
-        return std::nullopt;
+  StepOutcome ClearDeviceMemoryStep(Incident& in, const PlaybookStep& step, StepRecord& s,
+                                    const std::vector<int>& devs) {
+    if (backend == nullptr) {
+      End(in, s, "skipped", "no backend");
+      return std::nullopt;
+    }
+    std::string detail;
+    for (int d : devs) {
+      Status c = Retry(step, s, [&]() -> Status {
+        Status r = backend->ClearMemory(d);
+        if (!r && r.error().code() == ErrorCode::kUnimplemented) return Ok();
+        return r;
+      });
+      if (!c) detail += "device " + std::to_string(d) + ": " + c.error().Describe() + "; ";
+    }
+    if (!detail.empty()) return Fail(in, step, s, detail.substr(0, detail.size() - 2));
+    End(in, s, "ok", "cleared " + std::to_string(devs.size()) + " device(s)");
+    return std::nullopt;
+  }
+
+  bool IsExcluded(int device) const {
+    return std::find(excluded.begin(), excluded.end(), device) != excluded.end();
+  }
+
+  // Resets the fault's device (else the job's); one that never comes back
+  // is escalated.
+  StepOutcome ResetDeviceStep(Incident& in, const PlaybookStep& step, StepRecord& s,
+                              const std::vector<int>& devs) {
+    if (backend == nullptr) {
+      End(in, s, "skipped", "no backend");
+      return std::nullopt;
+    }
+    const Fault& fault = in.fault;
+    std::vector<int> targets = fault.device >= 0 ? std::vector<int>{fault.device} : devs;
+    std::erase_if(targets, [&](int d) { return IsExcluded(d); });
+    if (targets.empty()) {
+      End(in, s, "skipped", "device " + std::to_string(fault.device) + " is isolated");
+      return std::nullopt;
+    }
+    std::string detail;
+    std::vector<std::pair<int, std::string>> broken;
+    for (int d : targets) {
+      const int before = s.tries;
+      Status r = Retry(step, s, [&] { return backend->Reset(d); });
+      if (r) {
+        detail += "device " + std::to_string(d) + " reset; ";
+      } else {
+        const std::string why = "did not reset after " + std::to_string(s.tries - before) +
+                                " tries (" + r.error().Describe() + ")";
+        broken.emplace_back(d, why);
+        detail += "device " + std::to_string(d) + " " + why + "; ";
       }
     }
+    if (!detail.empty()) detail.resize(detail.size() - 2);
+    End(in, s, broken.empty() ? "ok" : "degraded", detail);
+    for (const auto& [d, why] : broken) {
+      if (auto rc = Escalate(in, d, why)) return rc;
+    }
+    return std::nullopt;
+  }
+
+  // The links of `devs` that are down now, as "device D port P down; ...".
+  std::string DownLinks(const std::vector<int>& devs) const {
+    std::string down;
+    for (int d : devs) {
+      if (IsExcluded(d)) continue;
+      auto sample = backend->Sample(d);
+      if (!sample) {
+        down += "device " + std::to_string(d) + " unreachable; ";
+        continue;
+      }
+      for (const auto& l : sample->links) {
+        if (!l.up)
+          down += "device " + std::to_string(d) + " port " + std::to_string(l.port) + " down; ";
+      }
+    }
+    return down;
+  }
+
+  StepOutcome WaitLinksUpStep(Incident& in, const PlaybookStep& step, StepRecord& s,
+                              const std::vector<int>& devs) {
+    if (backend == nullptr) {
+      End(in, s, "skipped", "no backend");
+      return std::nullopt;
+    }
+    const auto deadline = clock->Now() + Millis(step.timeout_seconds);
+    ++s.tries;
+    std::string down;
+    for (;;) {
+      down = DownLinks(devs);
+      if (down.empty() || clock->Now() >= deadline || stop_signal.load() != 0) break;
+      clock->SleepFor(std::chrono::milliseconds(200));
+    }
+    if (!down.empty()) {
+      return Fail(in, step, s,
+                  "still down after " + FormatSeconds(step.timeout_seconds) + ": " +
+                      down.substr(0, down.size() - 2));
+    }
+    End(in, s, "ok", "all links up");
+    return std::nullopt;
+  }
+
+  StepOutcome RelaunchStep(Incident& in, const PlaybookStep& step, StepRecord& s) {
+    ++state.restarts;
+    ++state.restarts_without_progress;
+    state.attempt = next_generation;
+    in.checkpoint = checkpoint_path;
+    Status l = Retry(step, s, [&] {
+      attempt.store(state.attempt);
+      Status r = Launch();
+      if (!r) {
+        StopRanks(0);
+        ++state.attempt;  // a fresh attempt number for the next try
+      }
+      return r;
+    });
+    if (!l) {
+      End(in, s, "failed", l.error().Describe());
+      in.outcome = "gave_up";
+      Journal(in);
+      return 1;
+    }
+    End(in, s, "ok",
+        "attempt " + std::to_string(attempt.load()) + " with " + std::to_string(ranks.size()) +
+            " rank(s)" + (checkpoint_path.empty() ? " from scratch" : " from " + checkpoint_path));
+    SendCounters(in.fault.fault_class, 0);
+    return std::nullopt;
+  }
+
+  StepOutcome ExecStep(Incident& in, const PlaybookStep& step, StepRecord& s) {
+    const auto vars = Vars(in.fault);
+    std::vector<std::string> argv;
+    for (const std::string& a : step.argv) argv.push_back(ExpandTemplate(a, vars));
+    std::string out;
+    Status r = Retry(step, s, [&]() -> Status {
+      RunOptions ro;
+      ro.timeout = FromSeconds(step.timeout_seconds);
+      auto res = RunCommand(argv, ro);
+      if (!res) return std::unexpected(res.error());
+      out = std::string(Trim(res->stdout_text + res->stderr_text));
+      if (res->timed_out) {
+        return std::unexpected(Error(ErrorCode::kDeadlineExceeded,
+                                     "still running after " + FormatSeconds(step.timeout_seconds)));
+      }
+      if (!res->ok()) {
+        return std::unexpected(
+            Error(ErrorCode::kUnavailable, res->Describe() + (out.empty() ? "" : ": " + out)));
+      }
+      return Ok();
+    });
+    if (out.size() > 400) out = out.substr(0, 400) + "...";
+    if (!r) return Fail(in, step, s, Quote(argv) + ": " + r.error().Describe());
+    End(in, s, "ok", Quote(argv) + " exited 0" + (out.empty() ? "" : ": " + out));
+    return std::nullopt;
+  }
+
+  StepOutcome NotifyStep(Incident& in, const PlaybookStep& step, StepRecord& s) {
+    std::string answer;
+    Status r = Retry(step, s, [&]() { return Notify(step, in, answer); });
+    if (!r) {
+      End(in, s, "failed", step.url + ": " + r.error().Describe());
+      return std::nullopt;  // a page that does not go out never holds up the recovery
+    }
+    End(in, s, "ok", step.url + ": " + answer);
     return std::nullopt;
   }
 
@@ -783,12 +815,12 @@ struct Supervisor::Impl {
   // Progress after a relaunch closes the pending incident.
   void CheckVerify() {
     if (!pending) return;
-    const auto now = SteadyClock::now();
+    const auto now = clock->Now();
     if (progress.events() > 0) {
       Incident& in = *pending;
       StepRecord s = in.steps.back();
       in.resumed_step = progress.last_step();
-      in.time_to_recovery_seconds = Seconds(now - in.fault.seen);
+      in.time_to_recovery_seconds = ToSeconds(now - in.fault.seen);
       in.outcome = "recovered";
       End(in, s, "ok",
           in.resumed_step >= 0 ? "step " + std::to_string(in.resumed_step) + " reached"
@@ -810,7 +842,7 @@ struct Supervisor::Impl {
       f.summary =
           "no progress within " + FormatSeconds(verify_timeout_seconds) + " of the relaunch";
       f.seen = now;
-      f.wall = SysClock::now();
+      f.wall = clock->Now();
       f.attempt = attempt.load();
       Event e;
       e.kind = Event::kFault;
@@ -890,7 +922,7 @@ struct Supervisor::Impl {
       if (in.outcome != "recovering") continue;
       for (StepRecord& s : in.steps) {
         if (s.result != "running") continue;
-        s.end = SysClock::now();
+        s.end = clock->Now();
         s.result = "interrupted";
         s.detail = "the supervisor (pid " + std::to_string(old_pid) + ") ended during this step";
       }
@@ -917,7 +949,7 @@ struct Supervisor::Impl {
                    .job = job,
                    .sequence = counter_sequence++});
     const uint64_t now_ns = static_cast<uint64_t>(
-        std::chrono::duration_cast<std::chrono::nanoseconds>(SysClock::now().time_since_epoch())
+        std::chrono::duration_cast<std::chrono::nanoseconds>(clock->Now().time_since_epoch())
             .count());
     const double ns = std::clamp(recovery_seconds, 0.0, 7.0 * 24 * 3600) * 1e9;
     if (!w.AddRecovery(now_ns, static_cast<uint64_t>(state.restarts),
@@ -949,21 +981,56 @@ struct Supervisor::Impl {
   Result<int> RunJob() {
     (void)BecomeSubreaper();
     nproc = o.launch.nproc_per_node;
-    if (o.playbooks) {
-      playbooks = *o.playbooks;
-    } else {
-      PlaybookDefaults pd;
-      pd.stop_grace_seconds = o.stop_grace_seconds;
-      pd.reset_tries = o.reset_retries;
-      pd.reset_retry_delay_seconds = o.reset_retry_delay_seconds;
-      pd.link_timeout_seconds = o.link_timeout_seconds;
-      pd.verify_timeout_seconds = o.verify_timeout_seconds;
-      playbooks = DefaultPlaybooks(pd);
-    }
+    playbooks = o.playbooks ? *o.playbooks : DefaultPlaybooks(PlaybookDefaultsFor(o));
     if (!coordinator) {
       coordinator = std::make_unique<LocalCoordinator>(o.max_restarts, o.storm_limit);
     }
+    ANXIN_TRY(CreateDetectors());
+    ANXIN_ASSIGN_OR_RETURN(const int old_pid, o.resume ? LoadState() : Result<int>(0));
+    if (old_pid != 0) {
+      if (auto rc = ResumeJob(old_pid)) return *rc;
+    } else {
+      if (auto rc = ChooseFirstCheckpoint()) return *rc;
+      ANXIN_TRY(Launch());
+    }
+    for (;;) {
+      std::deque<Event> batch = NextEvents();
+      if (const int sig = stop_signal.load(); sig != 0) {
+        spdlog::warn("anxin run: {} received: stopping the ranks", SignalName(sig));
+        StopRanks(o.stop_grace_seconds);
+        if (pending) {
+          pending->outcome = "stopped";
+          Journal(*pending);
+        }
+        return 128 + sig;
+      }
+      for (Event& e : batch) {
+        if (e.attempt != attempt.load()) continue;  // from ranks already stopped
+        if (e.kind == Event::kExit) {
+          if (auto rc = OnExit(e)) return *rc;
+          continue;
+        }
+        if (!StartsRecovery(e.fault)) {
+          spdlog::warn("anxin run: minor fault recorded: {}", e.fault.summary);
+          continue;
+        }
+        if (auto rc = Recover(std::move(e.fault))) {
+          StopRanks(o.stop_grace_seconds);
+          return *rc;
+        }
+        break;  // the rest of the batch belongs to the stopped attempt
+      }
+      const auto now = clock->Now();
+      for (auto& d : detectors) d->Tick(now);
+      CheckVerify();
+    }
+  }
+
+  // The detectors named in the options (all registered ones when none are),
+  // each configured from run.detectors.NAME.
+  Status CreateDetectors() {
     ctx.progress = &progress;
+    ctx.clock = clock;
     ctx.backend = backend;
     ctx.checkpoint_dir = o.checkpoint_dir;
     ctx.sdk_socket = o.sdk_socket;
@@ -1000,104 +1067,83 @@ struct Supervisor::Impl {
       ANXIN_ASSIGN_OR_RETURN(auto det, CreateDetector(n, sec, ctx));
       detectors.push_back(std::move(det));
     }
-    ANXIN_ASSIGN_OR_RETURN(const int old_pid, o.resume ? LoadState() : Result<int>(0));
-    if (old_pid != 0) {
-      // The ranks died with the earlier supervisor; go on from the newest
-      // valid checkpoint, with its attempt and restart counts.
-      CloseOpenIncidents(old_pid);
-      spdlog::warn("anxin run: resuming the job of supervisor pid {} (attempt {}, {} restarts)",
-                   old_pid, state.attempt, state.restarts);
-      attempt.store(state.attempt);
-      Fault f;
-      f.detector = "supervisor";
-      f.fault_class = "supervisor_restart";
-      f.severity = device::Severity::kMajor;
-      f.summary = "the supervisor (pid " + std::to_string(old_pid) +
-                  ") ended while the job ran; resuming it";
-      f.seen = SteadyClock::now();
-      f.wall = SysClock::now();
-      f.attempt = state.attempt;
-      if (playbooks.by_fault.contains("supervisor_restart")) {
-        if (auto rc = Recover(std::move(f))) return *rc;
-      } else {
-        Playbook resume;
-        resume.name = "resume";
-        for (StepKind k : {StepKind::kStopRanks, StepKind::kSelectCheckpoint, StepKind::kRelaunch,
-                           StepKind::kVerifyProgress}) {
-          PlaybookStep st;
-          st.kind = k;
-          st.timeout_seconds =
-              k == StepKind::kVerifyProgress ? o.verify_timeout_seconds : o.stop_grace_seconds;
-          resume.steps.push_back(st);
-        }
-        if (auto rc = Recover(std::move(f), &resume)) return *rc;
-      }
-    } else {
-      // The first launch resumes from the newest valid checkpoint too (the
-      // nodes of a multi-node job meet here first).
-      auto scan = o.checkpoint_dir.empty() ? Result<CheckpointScan>(CheckpointScan{})
-                                           : ScanCheckpoints(o.checkpoint_dir);
-      if (!scan) scan = CheckpointScan{};
-      if (const Checkpoint* c = coordinator->AgreeCheckpoint(*scan)) {
-        checkpoint_path = c->path;
-        checkpoint_step = c->step;
-      }
-      if (auto p = coordinator->Agreed()) {
-        if (p->stop) {
-          spdlog::error("anxin run: stopping: {}", p->why);
-          return 1;
-        }
-        state.attempt = p->generation;
-        attempt.store(p->generation);
-      }
+    return Ok();
+  }
+
+  // The ranks died with the earlier supervisor (pid old_pid); go on from the
+  // newest valid checkpoint, with its attempt and restart counts. Returns the
+  // exit status when the run ends there.
+  std::optional<int> ResumeJob(int old_pid) {
+    CloseOpenIncidents(old_pid);
+    spdlog::warn("anxin run: resuming the job of supervisor pid {} (attempt {}, {} restarts)",
+                 old_pid, state.attempt, state.restarts);
+    attempt.store(state.attempt);
+    Fault f;
+    f.detector = "supervisor";
+    f.fault_class = "supervisor_restart";
+    f.severity = device::Severity::kMajor;
+    f.summary =
+        "the supervisor (pid " + std::to_string(old_pid) + ") ended while the job ran; resuming it";
+    f.seen = clock->Now();
+    f.wall = f.seen;
+    f.attempt = state.attempt;
+    if (playbooks.by_fault.contains("supervisor_restart")) return Recover(std::move(f));
+    Playbook resume;
+    resume.name = "resume";
+    for (StepKind k : {StepKind::kStopRanks, StepKind::kSelectCheckpoint, StepKind::kRelaunch,
+                       StepKind::kVerifyProgress}) {
+      PlaybookStep st;
+      st.kind = k;
+      st.timeout_seconds =
+          k == StepKind::kVerifyProgress ? o.verify_timeout_seconds : o.stop_grace_seconds;
+      resume.steps.push_back(st);
     }
-    if (old_pid == 0) ANXIN_TRY(Launch());
-    for (;;) {
-      std::deque<Event> batch;
-      {
-        std::unique_lock lock(mu);
-        cv.wait_for(lock, std::chrono::milliseconds(100), [&] { return !events.empty(); });
-        batch.swap(events);
-      }
-      if (const int sig = stop_signal.load(); sig != 0) {
-        spdlog::warn("anxin run: {} received: stopping the ranks", SignalName(sig));
-        StopRanks(o.stop_grace_seconds);
-        if (pending) {
-          pending->outcome = "stopped";
-          Journal(*pending);
-        }
-        return 128 + sig;
-      }
-      for (Event& e : batch) {
-        if (e.attempt != attempt.load()) continue;  // from ranks already stopped
-        if (e.kind == Event::kExit) {
-          Rank& r = ranks[static_cast<size_t>(e.rank)];
-          r.exited = true;
-          r.ok = e.status.ok();
-          bool all_ok = true;
-          for (const Rank& x : ranks) all_ok &= x.exited && x.ok;
-          if (all_ok) {
-            StopRanks(o.stop_grace_seconds);
-            CheckVerify();
-            spdlog::info("anxin run: all {} ranks exited 0", ranks.size());
-            return 0;
-          }
-          continue;
-        }
-        if (!StartsRecovery(e.fault)) {
-          spdlog::warn("anxin run: minor fault recorded: {}", e.fault.summary);
-          continue;
-        }
-        if (auto rc = Recover(std::move(e.fault))) {
-          StopRanks(o.stop_grace_seconds);
-          return *rc;
-        }
-        break;  // the rest of the batch belongs to the stopped attempt
-      }
-      const auto now = SteadyClock::now();
-      for (auto& d : detectors) d->Tick(now);
-      CheckVerify();
+    return Recover(std::move(f), &resume);
+  }
+
+  // The first launch resumes from the newest valid checkpoint too (the
+  // nodes of a multi-node job meet here first). Returns the exit status when
+  // the agreement ends the job before it starts.
+  std::optional<int> ChooseFirstCheckpoint() {
+    auto scan = o.checkpoint_dir.empty() ? Result<CheckpointScan>(CheckpointScan{})
+                                         : ScanCheckpoints(o.checkpoint_dir);
+    if (!scan) scan = CheckpointScan{};
+    if (const Checkpoint* c = coordinator->AgreeCheckpoint(*scan)) {
+      checkpoint_path = c->path;
+      checkpoint_step = c->step;
     }
+    if (auto p = coordinator->Agreed()) {
+      if (p->stop) {
+        spdlog::error("anxin run: stopping: {}", p->why);
+        return 1;
+      }
+      state.attempt = p->generation;
+      attempt.store(p->generation);
+    }
+    return std::nullopt;
+  }
+
+  // The events of the last 100 ms (or fewer, as soon as there are some).
+  std::deque<Event> NextEvents() {
+    std::deque<Event> batch;
+    std::unique_lock lock(mu);
+    cv.wait_for(lock, std::chrono::milliseconds(100), [&] { return !events.empty(); });
+    batch.swap(events);
+    return batch;
+  }
+
+  // A rank exited; returns 0 once every rank has exited 0.
+  std::optional<int> OnExit(const Event& e) {
+    Rank& r = ranks[static_cast<size_t>(e.rank)];
+    r.exited = true;
+    r.ok = e.status.ok();
+    bool all_ok = true;
+    for (const Rank& x : ranks) all_ok &= x.exited && x.ok;
+    if (!all_ok) return std::nullopt;
+    StopRanks(o.stop_grace_seconds);
+    CheckVerify();
+    spdlog::info("anxin run: all {} ranks exited 0", ranks.size());
+    return 0;
   }
 };
 
@@ -1106,6 +1152,7 @@ Supervisor::Supervisor(SupervisorOptions options, device::DeviceBackend* backend
                        std::unique_ptr<Coordinator> coordinator)
     : impl_(std::make_unique<Impl>()) {
   impl_->o = std::move(options);
+  if (impl_->o.clock != nullptr) impl_->clock = impl_->o.clock;
   impl_->backend = backend;
   impl_->devices = std::move(devices);
   impl_->nodes = std::move(nodes);

@@ -35,6 +35,7 @@
 #include <string>
 #include <vector>
 
+#include "anxin/base/clock.h"
 #include "anxin/base/config.h"
 #include "anxin/base/error.h"
 #include "anxin/device/backend.h"
@@ -96,7 +97,19 @@ struct SupervisorOptions {
   std::string sdk_socket;
   std::string sdk_forward;
   bool prefix_output = true;  // copy rank output to stdout/stderr as "[rank N] ..."
+  // The clock of the detectors, the playbook steps' deadlines and retry
+  // delays, and the journal's times; nullptr = MonotonicClock() (a hang
+  // timeout is not cut short by the system clock being set). Tests give a
+  // VirtualClock (with the sim backend on the same one) so that timeouts pass
+  // without waiting. The ranks' stop grace is always real time. REQUIRES: it
+  // outlives the supervisor.
+  Clock* clock = nullptr;
 };
+
+// The step timings of the shipped default playbooks (DefaultPlaybooks) that
+// the options ask for: stop grace, reset tries and delay, link and verify
+// timeouts.
+PlaybookDefaults PlaybookDefaultsFor(const SupervisorOptions& options);
 
 // What the coordinator is told about the run so far.
 struct RestartState {

@@ -93,6 +93,12 @@ struct Control {
   bool flush_requested = false;
   int flush_waiters = 0;
   bool thread_started = false;
+  // The sending thread. Owned here and joined by StopSender at exit (after
+  // the exit flush); in a forked child it is the parent's and is left alone
+  // with the parent's Control.
+  std::thread sender;
+  bool stopping = false;     // StopSender asks the thread to end
+  bool sender_done = false;  // the thread has left Run
   // A socket connected by the configuring call, for the sending thread to
   // take over: events made right after configuration are not lost.
   int handoff_fd = -1;
@@ -227,6 +233,13 @@ class Sender {
     auto next_try = std::chrono::steady_clock::now();
     auto next_sample = next_try;
     for (;;) {
+      if (c_.stopping) {
+        if (fd_ >= 0) close(fd_);
+        fd_ = -1;
+        c_.sender_done = true;
+        c_.cv.notify_all();
+        return;
+      }
       if (generation != c_.config_generation) {
         generation = c_.config_generation;
         path_ = c_.socket_path;
@@ -268,8 +281,9 @@ class Sender {
                                             : std::chrono::duration_cast<std::chrono::milliseconds>(
                                                   next_try - std::chrono::steady_clock::now()));
       if (wait < std::chrono::milliseconds(1)) wait = std::chrono::milliseconds(1);
-      c_.cv.wait_for(lock, wait,
-                     [&] { return c_.flush_requested || generation != c_.config_generation; });
+      c_.cv.wait_for(lock, wait, [&] {
+        return c_.flush_requested || c_.stopping || generation != c_.config_generation;
+      });
     }
   }
 
@@ -426,7 +440,36 @@ class Sender {
 // ---- initialisation ----------------------------------------------------
 
 void AtForkChild();
-void AtExit() { anxin_sdk_flush(kExitFlushMs); }
+
+// Ends and joins the sending thread; the SDK is off from then on. A thread
+// still inside a sampler after a second (samplers must not block, but a
+// process that exits must not hang on one that does) is left to the exit.
+void StopSender() {
+  Control* c = g.control.load(std::memory_order_acquire);
+  if (!c) return;
+  std::unique_lock lock(c->mu);
+  if (!c->sender.joinable()) return;
+  g.mode.store(kOff, std::memory_order_release);
+  c->stopping = true;
+  c->cv.notify_all();
+  std::thread sender = std::move(c->sender);
+  if (sender.get_id() == std::this_thread::get_id()) {
+    sender.detach();  // exit() called from a sampler: the thread is ending here
+    return;
+  }
+  const bool done = c->cv.wait_for(lock, std::chrono::seconds(1), [&] { return c->sender_done; });
+  lock.unlock();
+  if (done) {
+    sender.join();
+  } else {
+    sender.detach();
+  }
+}
+
+void AtExit() {
+  anxin_sdk_flush(kExitFlushMs);
+  StopSender();
+}
 
 // Points the SDK at c.socket_path: connects at once when the agent is
 // there, so that the caller's next event is not lost, and tells the
@@ -447,7 +490,7 @@ void StartThreadLocked(Control& c) {
   if (!g.ring.load(std::memory_order_relaxed))
     g.ring.store(new anxin::sdk::EventRing<Event>(c.ring_capacity), std::memory_order_release);
   try {
-    std::thread([&c] { Sender(c).Run(); }).detach();
+    c.sender = std::thread([&c] { Sender(c).Run(); });
     c.thread_started = true;
   } catch (...) {
     // No thread: stay off rather than fail the caller.

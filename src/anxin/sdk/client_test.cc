@@ -28,6 +28,7 @@ namespace {
 using namespace std::chrono_literals;
 using ::anxin::testing::IsOk;
 using ::anxin::testing::TempDir;
+using ::anxin::testing::WaitFor;
 
 class Environment : public ::testing::Environment {
  public:
@@ -101,15 +102,6 @@ anxin_sdk_stats Stats() {
   anxin_sdk_stats s{};
   anxin_sdk_get_stats(&s);
   return s;
-}
-
-bool WaitFor(const std::function<bool()>& done, std::chrono::milliseconds timeout = 10s) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(2ms);
-  }
-  return true;
 }
 
 bool WaitConnected() {

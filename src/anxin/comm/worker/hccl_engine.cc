@@ -19,7 +19,7 @@
 #include <string>
 
 #include "anxin/base/dynamic_library.h"
-#include "anxin/comm/worker/engine.h"
+#include "anxin/comm/worker/collective_engine.h"
 
 namespace anxin::comm {
 namespace {

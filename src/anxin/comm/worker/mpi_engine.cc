@@ -9,7 +9,7 @@
 #include <cstring>
 #include <vector>
 
-#include "anxin/comm/worker/engine.h"
+#include "anxin/comm/worker/collective_engine.h"
 
 namespace anxin::comm {
 namespace {

@@ -14,7 +14,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "anxin/comm/worker/engine.h"
+#include "anxin/comm/worker/collective_engine.h"
 
 namespace anxin::comm {
 namespace {

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "anxin/base/file.h"
+#include "anxin/base/strings.h"
 #include "anxin/comm/format.h"
 #include "anxin/comm/launcher.h"
 #include "anxin/comm/stats.h"
@@ -633,7 +634,8 @@ struct Runner::Impl {
           std::fprintf(stderr,
                        "soak: %.1f of %.1f s, pass %d: %s %s %.1f us (first pass %.1f us, "
                        "%+.1f%%), p99 so far %.1f us\n",
-                       elapsed, o.duration_s, soak.passes, HumanBytes(big.bytes).c_str(),
+                       elapsed, o.duration_s, soak.passes,
+                       FormatBytes(big.bytes, ByteUnits::kExact).c_str(),
                        std::string(OpName(o.op)).c_str(), now, first,
                        first > 0 ? (now - first) / first * 100 : 0.0,
                        Percentile(pools[(plans.size() - 1) * 2], 99));

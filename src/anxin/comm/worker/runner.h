@@ -33,7 +33,7 @@
 
 #include "anxin/comm/model.h"
 #include "anxin/comm/options.h"
-#include "anxin/comm/worker/engine.h"
+#include "anxin/comm/worker/collective_engine.h"
 
 namespace anxin::comm {
 

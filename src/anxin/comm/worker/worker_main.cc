@@ -12,7 +12,7 @@
 
 #include "anxin/comm/launcher.h"
 #include "anxin/comm/options.h"
-#include "anxin/comm/worker/engine.h"
+#include "anxin/comm/worker/collective_engine.h"
 #include "anxin/comm/worker/runner.h"
 
 // MPI libraries keep their allocations until the process ends; in sanitizer

@@ -190,6 +190,9 @@ Result<std::unique_ptr<DeviceBackend>> MakeAscendBackend(const AscendOptions& op
   if (dcmi) return make(*std::move(dcmi));
   auto smi = MakeNpuSmiSource(options, clock);
   if (smi) return make(*std::move(smi));
+  if (smi.error().code() == ErrorCode::kDataLoss) {
+    return Unavailable(fmt::format("ascend: {}", smi.error().message()));
+  }
   return Unavailable(fmt::format(
       "ascend: neither DCMI nor npu-smi answers (DCMI: {}; npu-smi: {}): install the Ascend "
       "driver, which ships both (add /usr/local/Ascend/driver/lib64/driver to LD_LIBRARY_PATH "

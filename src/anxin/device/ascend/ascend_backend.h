@@ -48,7 +48,8 @@ struct AscendOptions {
 };
 
 // kUnavailable when neither DCMI loads nor npu-smi runs (the message says
-// what to install).
+// what to install), or when npu-smi prints a device table that is refused
+// ("ascend: npu-smi info: line N: ...", see npu_smi.h).
 Result<std::unique_ptr<DeviceBackend>> MakeAscendBackend(const AscendOptions& options,
                                                          Clock& clock);
 

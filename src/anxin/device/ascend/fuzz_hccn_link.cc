@@ -1,15 +1,41 @@
-// Fuzzes ParseHccnLink (the `hccn_tool -link -g` parser): any bytes give a result or an
-// error, never a crash, a hang or a sanitizer report. Seeded with the real
-// captures in tests/fixtures/ascend/.
+// Fuzzes ParseHccnLink (the `hccn_tool -link -g` parser). Seeded with the
+// real captures in tests/fixtures/ascend/. Besides "no crash, hang or
+// sanitizer report", a reading that succeeds must be what every
+// "link status" line of the input says (found here by an independent scan):
+// one port's output, never the first of two that disagree.
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
 #include <string_view>
 
+#include "anxin/base/strings.h"
 #include "anxin/device/ascend/npu_smi.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  auto r = anxin::device::ascend::ParseHccnLink(
-      std::string_view(reinterpret_cast<const char*>(data), size));
-  (void)r;
+  std::string_view text(reinterpret_cast<const char*>(data), size);
+  auto r = anxin::device::ascend::ParseHccnLink(text);
+  if (!r) return 0;
+  int lines = 0;
+  for (std::string_view line : anxin::SplitLines(text)) {
+    size_t colon = line.find(':');
+    if (colon == std::string_view::npos) continue;
+    std::string key;
+    for (std::string_view w : anxin::SplitWords(line.substr(0, colon))) {
+      key += (key.empty() ? "" : " ") + anxin::ToLower(w);
+    }
+    if (key != "link status") continue;
+    ++lines;
+    std::string value = anxin::ToLower(anxin::Trim(line.substr(colon + 1)));
+    if (value != (*r ? "up" : "down")) {
+      std::fprintf(stderr, "read %s, but a line says '%s'\n", *r ? "UP" : "DOWN", value.c_str());
+      std::abort();
+    }
+  }
+  if (lines == 0) {
+    std::fprintf(stderr, "read a link status from an input without a 'link status' line\n");
+    std::abort();
+  }
   return 0;
 }

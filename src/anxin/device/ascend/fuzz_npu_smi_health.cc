@@ -1,15 +1,36 @@
-// Fuzzes ParseNpuSmiHealth (the `npu-smi info -t health` parser): any bytes give a result or an
-// error, never a crash, a hang or a sanitizer report. Seeded with the real
-// captures in tests/fixtures/ascend/.
+// Fuzzes ParseNpuSmiHealth (the `npu-smi info -t health` parser). Seeded with
+// the real captures in tests/fixtures/ascend/. Besides "no crash, hang or
+// sanitizer report", a reading that succeeds must be what every "Health
+// Status" line of the input says (found here by an independent scan): one
+// chip's output, never the first of two that disagree.
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
 #include <string_view>
 
+#include "anxin/base/strings.h"
 #include "anxin/device/ascend/npu_smi.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  auto r = anxin::device::ascend::ParseNpuSmiHealth(
-      std::string_view(reinterpret_cast<const char*>(data), size));
-  (void)r;
+  std::string_view text(reinterpret_cast<const char*>(data), size);
+  auto r = anxin::device::ascend::ParseNpuSmiHealth(text);
+  if (!r) return 0;
+  for (std::string_view line : anxin::SplitLines(text)) {
+    size_t colon = line.find(':');
+    if (colon == std::string_view::npos) continue;
+    std::string key;
+    for (std::string_view w : anxin::SplitWords(line.substr(0, colon))) {
+      key += (key.empty() ? "" : " ") + anxin::ToLower(w);
+    }
+    if (key != "health status") continue;
+    std::string_view value = anxin::Trim(line.substr(colon + 1));
+    if (value != r->health) {
+      std::fprintf(stderr, "read health '%s', but a line says '%.*s'\n", r->health.c_str(),
+                   static_cast<int>(value.size()), value.data());
+      std::abort();
+    }
+  }
   return 0;
 }

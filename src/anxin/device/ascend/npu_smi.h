@@ -13,12 +13,25 @@
 // Driver versions change column widths and the order of fields, so the
 // table is read by name, not by position: each header cell lists the names
 // of the values its column holds ("Power(W)    Temp(C)"), and each data cell
-// holds that many values, split at spaces ("59356/ 65536" and "0    / 0" are
-// one value each). A name is a capitalised word and the lowercase words after
-// it ("Process id"). The key-value outputs (health, usages, hccn_tool) are read
-// by key, ignoring case and spacing. A value printed as "-" or "NA" is left
-// out (kNotReported). Text that is not the expected output is kDataLoss,
-// naming what was missing.
+// holds exactly that many values, split at spaces ("59356/ 65536" and
+// "0    / 0" are one value each). A name is a capitalised word and the
+// lowercase words after it ("Process id"). The key-value outputs (health,
+// usages, hccn_tool) are read by key, ignoring case and spacing; a key
+// printed twice with different values (two outputs run together) is
+// refused. A value printed as "-" or "NA" is left out (kNotReported).
+//
+// `npu-smi info` is read row by row, each row known by its own content, so
+// separator rules, blank lines, CRLF line ends, column padding and whether
+// the process table is there (before or after the devices) do not matter: a
+// device is its NPU row ("<id> <name> | <health> | ...") and the Chip row
+// after it ("<chip id> | <bus id> | ..."), one NPU row may have several
+// Chip rows (310P), and the process table is the rows under its own header.
+// A row that does not fit (a column with more or fewer values than its
+// header names, a Bus-Id that is not a PCI address, an HBM total of 0, a
+// Chip row with no NPU row before it, an NPU row with none after it, a chip
+// listed twice, a process on an NPU the table does not list) refuses the
+// whole reading with kDataLoss naming the line and what was expected: never
+// a device assembled from rows of different devices.
 //
 // Thread safety: the functions are pure.
 #ifndef ANXIN_DEVICE_ASCEND_NPU_SMI_H_
@@ -47,6 +60,9 @@ struct NpuSmiChip {
   double aicore_percent = kNotReported;
   uint64_t hbm_used_mb = kNotReportedCount;
   uint64_t hbm_total_mb = kNotReportedCount;
+  // Where it was read: the 1-based lines of its NPU row and its Chip row.
+  int npu_line = 0;
+  int chip_line = 0;
 };
 
 // A process in the table's process section.
@@ -64,7 +80,8 @@ struct NpuSmiInfo {
   std::vector<NpuSmiProcess> processes;
 };
 
-// `npu-smi info`. kDataLoss when there is no device table.
+// `npu-smi info`. kDataLoss when there is no device table or a row does not
+// fit (see above); the message starts "npu-smi info: line N: ".
 Result<NpuSmiInfo> ParseNpuSmiInfo(std::string_view text);
 
 // `npu-smi info -t health -i N -c C`: "Health Status : OK" and

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <mutex>
 
+#include "anxin/base/strings.h"
 #include "anxin/base/subprocess.h"
 #include "anxin/device/ascend/npu_smi.h"
 #include "anxin/device/ascend/source.h"
@@ -63,7 +64,12 @@ class NpuSmiSource final : public ChipSource {
   }
 
   Result<DeviceSample> Read(const Chip& chip) override {
-    ANXIN_ASSIGN_OR_RETURN(NpuSmiInfo info, Info());
+    // A refused table gives no numbers for any chip, never a neighbour's.
+    Result<NpuSmiInfo> read = Info();
+    if (!read) {
+      return Unavailable(fmt::format("NPU {}: {}", chip.info.index, read.error().message()));
+    }
+    const NpuSmiInfo& info = *read;
     auto it = std::find_if(info.chips.begin(), info.chips.end(), [&](const NpuSmiChip& c) {
       return c.npu == chip.card && c.chip == chip.chip;
     });
@@ -71,6 +77,12 @@ class NpuSmiSource final : public ChipSource {
       return Unavailable(fmt::format(
           "NPU {}: npu-smi info no longer lists card {} chip {}: check the driver (dmesg)",
           chip.info.index, chip.card, chip.chip));
+    }
+    if (ToLower(it->bus_id) != ToLower(chip.info.pci_bus_id)) {
+      return Unavailable(fmt::format(
+          "NPU {}: npu-smi info now lists card {} chip {} at Bus-Id {} (line {}), not {} as when "
+          "the devices were listed: the reading is refused; check the driver (dmesg)",
+          chip.info.index, chip.card, chip.chip, it->bus_id, it->chip_line, chip.info.pci_bus_id));
     }
     DeviceSample s;
     s.time = clock_.Now();
@@ -202,6 +214,11 @@ Result<std::unique_ptr<ChipSource>> MakeNpuSmiSource(const AscendOptions& option
                     OneLine(out->stderr_text.empty() ? out->stdout_text : out->stderr_text)));
   }
   auto info = ParseNpuSmiInfo(out->stdout_text);
+  // A device table with a row that does not fit: refused as it is (kDataLoss),
+  // not reported as a missing tool.
+  if (!info && info.error().message().starts_with("npu-smi info: line ")) {
+    return std::unexpected(info.error());
+  }
   if (!info) {
     return Unavailable(fmt::format("{} info printed no table this backend reads: {}",
                                    options.npu_smi, info.error().message()));

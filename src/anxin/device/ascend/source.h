@@ -34,7 +34,9 @@ class ChipSource {
 
 // Unavailable when the library does not load or dcmi_init fails.
 Result<std::unique_ptr<ChipSource>> MakeDcmiSource(const AscendOptions& options, Clock& clock);
-// Unavailable when npu-smi does not run.
+// Unavailable when npu-smi does not run or prints no device table; kDataLoss
+// (ParseNpuSmiInfo's "npu-smi info: line N: ...") when it prints one that is
+// refused.
 Result<std::unique_ptr<ChipSource>> MakeNpuSmiSource(const AscendOptions& options, Clock& clock);
 
 // npu-smi's words -> Health: "OK", "Warning", "Alarm", "Critical"; anything

@@ -50,6 +50,100 @@ bool IsFaultKind(EventKind k) {
   }
 }
 
+// Events of device `index` that act at time t (from epoch on), in time order.
+std::vector<const SimEvent*> ActiveEvents(const Scenario& scenario, int index, double t,
+                                          double epoch) {
+  std::vector<const SimEvent*> active;
+  for (const SimEvent& e : scenario.events) {
+    if (e.device == index && e.at_seconds <= t && e.at_seconds >= epoch) active.push_back(&e);
+  }
+  return active;
+}
+
+// Temperature at t without noise: each ramp starts from wherever the
+// previous one had got to.
+double RampedTemperature(const SimDevice& dev, const std::vector<const SimEvent*>& active,
+                         double t) {
+  double ramp_from = dev.baseline.temperature_celsius;
+  double ramp_to = ramp_from;
+  double ramp_at = 0;
+  double ramp_over = 0;
+  auto ramp_value = [&](double x) {
+    if (ramp_over <= 0 || x >= ramp_at + ramp_over) return ramp_to;
+    return ramp_from + (ramp_to - ramp_from) * ((x - ramp_at) / ramp_over);
+  };
+  for (const SimEvent* e : active) {
+    if (e->kind != EventKind::kTemperatureRamp) continue;
+    double from = ramp_value(e->at_seconds);
+    ramp_from = from;
+    ramp_to = e->to_celsius;
+    ramp_at = e->at_seconds;
+    ramp_over = e->over_seconds;
+  }
+  return ramp_value(t);
+}
+
+// hbm plus what leaks and steps added by t since the last clear
+// (memory_epoch), added in time order.
+double WithHbmEvents(double hbm, const std::vector<const SimEvent*>& active, double t,
+                     double memory_epoch) {
+  for (const SimEvent* e : active) {
+    if (e->at_seconds < memory_epoch) continue;
+    if (e->kind == EventKind::kHbmLeak) {
+      double until = std::min(t, e->at_seconds + e->duration_seconds);
+      hbm += e->rate_bytes_per_second * (until - e->at_seconds);
+    } else if (e->kind == EventKind::kHbmStep) {
+      hbm += static_cast<double>(e->step_bytes);
+    }
+  }
+  return hbm;
+}
+
+// Error codes, ECC counters, links and the health they add up to, into s
+// (whose throttled flag is already set).
+void ApplyFaults(const SimDevice& dev, const std::vector<const SimEvent*>& active, double t,
+                 DeviceSample& s) {
+  std::vector<DeviceErrorCode> codes;
+  std::vector<double> down_until(dev.ports, -1);
+  for (const SimEvent* e : active) {
+    switch (e->kind) {
+      case EventKind::kErrorRaise: {
+        std::erase_if(codes, [&](const DeviceErrorCode& c) { return c.code == e->code; });
+        codes.push_back({e->code, e->severity, e->text});
+        break;
+      }
+      case EventKind::kErrorClear:
+        if (e->code.empty()) {
+          codes.clear();
+        } else {
+          std::erase_if(codes, [&](const DeviceErrorCode& c) { return c.code == e->code; });
+        }
+        break;
+      case EventKind::kEccErrors:
+        s.ecc.single_bit += e->single_bit;
+        s.ecc.double_bit += e->double_bit;
+        break;
+      case EventKind::kLinkDown:
+        down_until[e->port] = e->at_seconds + e->duration_seconds;
+        break;
+      case EventKind::kLinkUp:
+        down_until[e->port] = e->at_seconds;
+        break;
+      default:
+        break;
+    }
+  }
+  for (int p = 0; p < dev.ports; ++p) s.links.push_back({p, t >= down_until[p]});
+  s.health = Health::kOk;
+  for (const DeviceErrorCode& c : codes) {
+    Health h = HealthFor(c.severity);
+    if (static_cast<int>(h) > static_cast<int>(s.health)) s.health = h;
+  }
+  // A chip slowing itself down is a minor fault in its own right.
+  if (s.throttled && s.health == Health::kOk) s.health = Health::kWarning;
+  s.error_codes = std::move(codes);
+}
+
 }  // namespace
 
 SimBackend::SimBackend(Scenario scenario, Clock& clock)
@@ -188,11 +282,7 @@ Result<DeviceSample> SimBackend::Evaluate(int index, double t, const DeviceState
     return s;
   }
 
-  // Events of this device that act at time t, in time order.
-  std::vector<const SimEvent*> active;
-  for (const SimEvent& e : scenario_.events) {
-    if (e.device == index && e.at_seconds <= t && e.at_seconds >= st.epoch) active.push_back(&e);
-  }
+  const std::vector<const SimEvent*> active = ActiveEvents(scenario_, index, t, st.epoch);
 
   for (const SimEvent* e : active) {
     if (e->kind == EventKind::kDeviceLost) {
@@ -211,25 +301,8 @@ Result<DeviceSample> SimBackend::Evaluate(int index, double t, const DeviceState
   }
   const double work_time = hang ? hang->at_seconds : t;
 
-  // Temperature: each ramp starts from wherever the previous one had got to.
-  double ramp_from = dev.baseline.temperature_celsius;
-  double ramp_to = ramp_from;
-  double ramp_at = 0;
-  double ramp_over = 0;
-  auto ramp_value = [&](double x) {
-    if (ramp_over <= 0 || x >= ramp_at + ramp_over) return ramp_to;
-    return ramp_from + (ramp_to - ramp_from) * ((x - ramp_at) / ramp_over);
-  };
-  for (const SimEvent* e : active) {
-    if (e->kind != EventKind::kTemperatureRamp) continue;
-    double from = ramp_value(e->at_seconds);
-    ramp_from = from;
-    ramp_to = e->to_celsius;
-    ramp_at = e->at_seconds;
-    ramp_over = e->over_seconds;
-  }
-  s.temperature_celsius =
-      ramp_value(t) + noise(Metric::kTemperature, t, dev.noise.temperature_celsius);
+  s.temperature_celsius = RampedTemperature(dev, active, t) +
+                          noise(Metric::kTemperature, t, dev.noise.temperature_celsius);
 
   // Utilisation and power (power follows utilisation: 0.75 x TDP across 0-100 %).
   double util_noise = noise(Metric::kUtilisation, work_time, dev.noise.utilisation_percent);
@@ -246,15 +319,7 @@ Result<DeviceSample> SimBackend::Evaluate(int index, double t, const DeviceState
   // last clear.
   double hbm = static_cast<double>(dev.baseline.hbm_used_bytes) +
                noise(Metric::kHbm, work_time, static_cast<double>(dev.noise.hbm_used_bytes));
-  for (const SimEvent* e : active) {
-    if (e->at_seconds < st.memory_epoch) continue;
-    if (e->kind == EventKind::kHbmLeak) {
-      double until = std::min(t, e->at_seconds + e->duration_seconds);
-      hbm += e->rate_bytes_per_second * (until - e->at_seconds);
-    } else if (e->kind == EventKind::kHbmStep) {
-      hbm += static_cast<double>(e->step_bytes);
-    }
-  }
+  hbm = WithHbmEvents(hbm, active, t, st.memory_epoch);
   s.hbm_used_bytes = static_cast<uint64_t>(std::clamp(hbm, 0.0, total));
 
   // Clocks: the chip slows down once it reaches its throttle temperature.
@@ -262,46 +327,7 @@ Result<DeviceSample> SimBackend::Evaluate(int index, double t, const DeviceState
   s.core_clock_mhz = dev.model.core_clock_mhz * (s.throttled ? 0.6 : 1.0);
   s.memory_clock_mhz = dev.model.memory_clock_mhz;
 
-  // Error codes, ECC counters and links.
-  std::vector<DeviceErrorCode> codes;
-  std::vector<double> down_until(dev.ports, -1);
-  for (const SimEvent* e : active) {
-    switch (e->kind) {
-      case EventKind::kErrorRaise: {
-        std::erase_if(codes, [&](const DeviceErrorCode& c) { return c.code == e->code; });
-        codes.push_back({e->code, e->severity, e->text});
-        break;
-      }
-      case EventKind::kErrorClear:
-        if (e->code.empty()) {
-          codes.clear();
-        } else {
-          std::erase_if(codes, [&](const DeviceErrorCode& c) { return c.code == e->code; });
-        }
-        break;
-      case EventKind::kEccErrors:
-        s.ecc.single_bit += e->single_bit;
-        s.ecc.double_bit += e->double_bit;
-        break;
-      case EventKind::kLinkDown:
-        down_until[e->port] = e->at_seconds + e->duration_seconds;
-        break;
-      case EventKind::kLinkUp:
-        down_until[e->port] = e->at_seconds;
-        break;
-      default:
-        break;
-    }
-  }
-  for (int p = 0; p < dev.ports; ++p) s.links.push_back({p, t >= down_until[p]});
-  s.health = Health::kOk;
-  for (const DeviceErrorCode& c : codes) {
-    Health h = HealthFor(c.severity);
-    if (static_cast<int>(h) > static_cast<int>(s.health)) s.health = h;
-  }
-  // A chip slowing itself down is a minor fault in its own right.
-  if (s.throttled && s.health == Health::kOk) s.health = Health::kWarning;
-  s.error_codes = std::move(codes);
+  ApplyFaults(dev, active, t, s);
   return s;
 }
 

@@ -1,0 +1,278 @@
+#include "anxin/netsim/netsim.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+#include "anxin/netsim/collective.h"
+#include "anxin/netsim/report.h"
+#include "anxin/netsim/scenario.h"
+#include "anxin/netsim/sim.h"
+#include "anxin/netsim/topology.h"
+
+namespace anxin::netsim {
+namespace {
+
+const std::string kFixtures = std::string(ANXIN_SOURCE_DIR) + "/tests/fixtures/netsim/";
+
+Scenario Star(int hosts) {
+  Scenario s = DefaultScenario();
+  s.topology.kind = TopologyKind::kStar;
+  s.topology.hosts = hosts;
+  s.topology.switch_ports = 4096;
+  return s;
+}
+
+SimResult Sim(const Scenario& s) {
+  auto r = Simulate(s);
+  EXPECT_TRUE(r.has_value()) << r.error().ToString();
+  return r ? *r : SimResult{};
+}
+
+TEST(NetsimScenario, ReadsTheFixtureAndRunsItCloseToTheModel) {
+  auto s = LoadScenario(kFixtures + "ring8.yaml");
+  ASSERT_TRUE(s.has_value()) << s.error().ToString();
+  EXPECT_EQ(s->topology.hosts, 8);
+  EXPECT_EQ(s->PriorityOfDscp(26), 3);
+  EXPECT_TRUE(s->queues[3].pfc);
+  SimResult r = Sim(*s);
+  ASSERT_EQ(r.collectives.size(), 1u);
+  const CollectiveResult& c = r.collectives[0];
+  EXPECT_NEAR(c.time_us, c.model_us, c.model_us * 0.02);
+  EXPECT_GT(c.busbw, 0);
+  EXPECT_EQ(r.unfinished_flows, 0u);
+  EXPECT_GT(r.events, 1000u);
+}
+
+TEST(NetsimScenario, BadInputNamesFileLineAndColumn) {
+  auto unknown = ParseScenario("topology:\n  kind: star\n  hostz: 4\n", "x.yaml");
+  ASSERT_FALSE(unknown.has_value());
+  EXPECT_NE(unknown.error().message().find("x.yaml:3:3"), std::string::npos)
+      << unknown.error().message();
+  EXPECT_NE(unknown.error().message().find("hostz"), std::string::npos);
+
+  auto zero = ParseScenario("topology:\n  link_gbps: 0\n", "z.yaml");
+  ASSERT_FALSE(zero.has_value());
+  EXPECT_NE(zero.error().message().find("z.yaml:2:"), std::string::npos) << zero.error().message();
+  EXPECT_NE(zero.error().message().find("above 0"), std::string::npos);
+
+  auto order = ParseScenario(
+      "switch:\n  queues:\n    - priority: 3\n      pfc: {xoff: 100KiB, xon: 200KiB}\n"
+      "traffic:\n  flows: [{src: 0, dst: 1}]\n",
+      "o.yaml");
+  ASSERT_FALSE(order.has_value());
+  EXPECT_NE(order.error().message().find("o.yaml:4:"), std::string::npos)
+      << order.error().message();
+  EXPECT_NE(order.error().message().find("xon"), std::string::npos);
+
+  auto ports = ParseScenario(
+      "topology:\n  kind: leaf_spine\n  hosts: 64\n  hosts_per_leaf: 48\n  spines: 24\n"
+      "  switch_ports: 64\ntraffic:\n  flows: [{src: 0, dst: 1}]\n",
+      "p.yaml");
+  ASSERT_FALSE(ports.has_value());
+  EXPECT_NE(ports.error().message().find("p.yaml:2:"), std::string::npos)
+      << ports.error().message();
+  EXPECT_NE(ports.error().message().find("switch_ports"), std::string::npos);
+
+  auto ecn = ParseScenario(
+      "switch:\n  queues:\n    - priority: 3\n      ecn: {kmin: 400KiB, kmax: 100KiB}\n"
+      "traffic:\n  flows: [{src: 0, dst: 1}]\n",
+      "e.yaml");
+  ASSERT_FALSE(ecn.has_value());
+  EXPECT_NE(ecn.error().message().find("kmin"), std::string::npos);
+
+  auto host =
+      ParseScenario("topology: {hosts: 4}\ntraffic:\n  flows: [{src: 0, dst: 9}]\n", "h.yaml");
+  ASSERT_FALSE(host.has_value());
+  EXPECT_NE(host.error().message().find("host 9"), std::string::npos);
+
+  auto hd = ParseScenario(
+      "topology: {kind: star, hosts: 6}\ntraffic:\n  collectives: [{algo: hd}]\n", "d.yaml");
+  ASSERT_TRUE(hd.has_value()) << hd.error().ToString();
+  auto run = Simulate(*hd);
+  ASSERT_FALSE(run.has_value());
+  EXPECT_NE(run.error().message().find("power-of-two"), std::string::npos);
+}
+
+TEST(NetsimTopology, BuildsEveryKindWithShortestPathEcmp) {
+  TopologySpec t;
+  t.kind = TopologyKind::kLeafSpine;
+  t.hosts = 32;
+  t.hosts_per_leaf = 8;
+  t.spines = 4;
+  auto ls = BuildFabric(t);
+  ASSERT_TRUE(ls.has_value());
+  EXPECT_EQ(ls->switches, 4 + 4);
+  EXPECT_EQ(ls->Hops(0, 1), 2);
+  EXPECT_EQ(ls->Hops(0, 31), 4);
+  // A leaf has one uplink per spine towards a host under another leaf.
+  EXPECT_EQ(ls->NextHops(static_cast<uint32_t>(ls->hosts), 31).size(), 4u);
+
+  t.kind = TopologyKind::kFatTree;
+  t.k = 4;
+  t.hosts = 16;
+  auto ft = BuildFabric(t);
+  ASSERT_TRUE(ft.has_value());
+  EXPECT_EQ(ft->switches, 8 + 8 + 4);
+  EXPECT_EQ(ft->Hops(0, 15), 6);
+  EXPECT_EQ(ft->Hops(0, 2), 4);
+
+  t.kind = TopologyKind::kRail;
+  t.hosts = 16;
+  t.rails = 2;
+  t.hosts_per_leaf = 4;
+  t.spines = 2;
+  auto rail = BuildFabric(t);
+  ASSERT_TRUE(rail.has_value());
+  EXPECT_EQ(rail->Hops(0, 2), 2);  // same rail, same leaf
+  EXPECT_EQ(rail->Hops(0, 1), 4);  // other rail: through a spine
+}
+
+TEST(NetsimCollective, DoubleBinaryTreeIsNcclsAndComplementary) {
+  for (int n : {2, 5, 8, 13, 64}) {
+    for (int t = 0; t < 2; ++t) {
+      int roots = 0;
+      for (int r = 0; r < n; ++r) {
+        TreeLinks l = DoubleBinaryTree(n, r, t);
+        if (l.parent < 0) ++roots;
+        for (int c : l.child) {
+          if (c >= 0) {
+            EXPECT_EQ(DoubleBinaryTree(n, c, t).parent, r) << n << " " << t;
+          }
+        }
+      }
+      EXPECT_EQ(roots, 1);
+    }
+  }
+  // NCCL's btree of 8 ranks: 0 -> 4, 4 -> 2 and 6, 2 -> 1 and 3.
+  EXPECT_EQ(DoubleBinaryTree(8, 0, 0).child[1], 4);
+  EXPECT_EQ(DoubleBinaryTree(8, 2, 0).parent, 4);
+  EXPECT_EQ(DoubleBinaryTree(8, 1, 0).parent, 2);
+}
+
+// Uncongested: one switch, no other traffic. Ring and halving-doubling
+// finish within 2% of the alpha-beta model; the double binary tree's model
+// is its pipeline bound (the NIC shares it between up to four streams), which
+// the run may exceed but never beat.
+TEST(NetsimValidation, UncongestedCollectivesMatchTheAlphaBetaModel) {
+  for (int n : {8, 32}) {
+    for (CollAlgo algo : {CollAlgo::kRing, CollAlgo::kTree, CollAlgo::kHalvingDoubling}) {
+      for (uint64_t bytes : {uint64_t{64} << 10, uint64_t{2} << 20}) {
+        Scenario s = Star(n);
+        CollectiveSpec c;
+        c.algo = algo;
+        c.bytes = bytes;
+        c.chunk_bytes = 256 << 10;
+        s.collectives.push_back(c);
+        SimResult r = Sim(s);
+        ASSERT_EQ(r.collectives.size(), 1u);
+        const auto& got = r.collectives[0];
+        const std::string what = std::to_string(n) + " ranks, " + std::string(AlgoName(algo)) +
+                                 ", " + std::to_string(bytes);
+        if (algo == CollAlgo::kTree) {
+          EXPECT_GE(got.time_us, got.model_us * 0.98) << what;
+          EXPECT_LE(got.time_us, got.model_us * 1.5) << what;
+        } else {
+          EXPECT_NEAR(got.time_us, got.model_us, got.model_us * 0.02) << what;
+        }
+      }
+    }
+  }
+}
+
+TEST(NetsimValidation, SameSeedSameResult) {
+  auto s = LoadScenario(kFixtures + "dscp_shared.yaml");
+  ASSERT_TRUE(s.has_value()) << s.error().ToString();
+  SimResult a = Sim(*s), b = Sim(*s);
+  ASSERT_EQ(a.collectives.size(), b.collectives.size());
+  EXPECT_EQ(a.events, b.events);
+  EXPECT_EQ(a.collectives[0].time_us, b.collectives[0].time_us);
+  EXPECT_EQ(a.control.p99_us, b.control.p99_us);
+}
+
+// The field report's finding in small: control messages that share the
+// data's queue wait behind it; on their own strict priority they do not.
+TEST(NetsimValidation, ControlOnItsOwnPriorityCutsItsTailLatency) {
+  auto shared = LoadScenario(kFixtures + "dscp_shared.yaml");
+  auto own = LoadScenario(kFixtures + "dscp_own.yaml");
+  ASSERT_TRUE(shared.has_value()) << shared.error().ToString();
+  ASSERT_TRUE(own.has_value()) << own.error().ToString();
+  SimResult a = Sim(*shared), b = Sim(*own);
+  ASSERT_GT(a.control.count, 20u);
+  ASSERT_GT(b.control.count, 20u);
+  EXPECT_GT(a.control.p99_us, 3 * b.control.p99_us)
+      << "shared " << a.control.p99_us << " own " << b.control.p99_us;
+  ASSERT_FALSE(a.collectives.empty());
+  EXPECT_GE(b.collectives[0].busbw, a.collectives[0].busbw * 0.98);
+}
+
+// Incast: PFC pauses propagate; DCQCN, reacting to ECN, pauses less.
+TEST(NetsimValidation, IncastPausesAndDcqcnReducesThem) {
+  auto s = LoadScenario(kFixtures + "incast.yaml");
+  ASSERT_TRUE(s.has_value()) << s.error().ToString();
+  Scenario off = *s;
+  off.dcqcn.enabled = false;
+  Scenario on = *s;
+  on.dcqcn.enabled = true;
+  SimResult a = Sim(off), b = Sim(on);
+  const int p = s->PriorityOfDscp(26);
+  EXPECT_GT(a.queues[static_cast<size_t>(p)].pauses_sent, 0u);
+  EXPECT_GT(a.queues[static_cast<size_t>(p)].paused_us, 0);
+  EXPECT_EQ(a.lossless_drops, 0u);
+  EXPECT_GT(b.cnps, 0u);
+  EXPECT_LT(b.queues[static_cast<size_t>(p)].pauses_sent,
+            a.queues[static_cast<size_t>(p)].pauses_sent);
+  // Every flow finished and no byte was lost.
+  for (const auto& f : b.flows) EXPECT_GT(f.fct_us, 0);
+  EXPECT_EQ(b.unfinished_flows, 0u);
+}
+
+TEST(NetsimLimits, EventAndMemoryBudgetsStopWithAClearMessage) {
+  Scenario s = Star(8);
+  s.collectives.push_back(CollectiveSpec{});
+  s.collectives[0].bytes = 64 << 20;
+  s.limits.max_events = 100000;
+  auto r = Simulate(s);
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().code(), ErrorCode::kResourceExhausted);
+  EXPECT_NE(r.error().message().find("limits.max_events"), std::string::npos);
+
+  s.limits.max_events = 1ull << 40;
+  s.limits.max_memory = 1 << 10;
+  auto m = Simulate(s);
+  ASSERT_FALSE(m.has_value());
+  EXPECT_NE(m.error().message().find("limits.max_memory"), std::string::npos);
+}
+
+TEST(NetsimReport, PrintsBenchCommColumnsJsonAndSvg) {
+  auto s = LoadScenario(kFixtures + "ring8.yaml");
+  ASSERT_TRUE(s.has_value());
+  SimResult r = Sim(*s);
+  const std::string text = FormatReport(r);
+  EXPECT_NE(text.find("busbw"), std::string::npos);
+  EXPECT_NE(text.find("out-of-place"), std::string::npos);
+  EXPECT_NE(text.find("M events/s"), std::string::npos);
+  const auto runs = ToCommRuns(r);
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(runs[0].rows[0].bytes, 1u << 20);
+  // busbw = algbw * 2(n-1)/n for all_reduce.
+  EXPECT_NEAR(runs[0].rows[0].out_of_place->busbw, r.collectives[0].algbw * 2 * 7 / 8, 1e-9);
+  nlohmann::json j = ToJson(r);
+  EXPECT_EQ(j["collectives"][0]["ranks"], 8);
+  EXPECT_NE(TimelineSvg(r).find("<svg"), std::string::npos);
+}
+
+TEST(NetsimCli, CompareRunsBothFiles) {
+  SimNetOptions o;
+  o.scenarios = {kFixtures + "dscp_shared.yaml", kFixtures + "dscp_own.yaml"};
+  o.compare = true;
+  auto out = RunSimNet(o);
+  ASSERT_TRUE(out.has_value()) << out.error().ToString();
+  EXPECT_NE(out->text.find("control p99"), std::string::npos);
+  o.compare = false;
+  EXPECT_FALSE(RunSimNet(o).has_value());
+}
+
+}  // namespace
+}  // namespace anxin::netsim

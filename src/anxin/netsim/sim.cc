@@ -1,0 +1,970 @@
+#include "anxin/netsim/sim.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <ctime>
+#include <deque>
+#include <limits>
+#include <memory>
+#include <unordered_map>
+
+#include "anxin/comm/model.h"
+#include "anxin/netsim/collective.h"
+#include "anxin/netsim/topology.h"
+
+namespace anxin::netsim {
+namespace {
+
+constexpr uint32_t kNone = std::numeric_limits<uint32_t>::max();
+constexpr uint32_t kCnpBytes = 64;
+constexpr uint32_t kPauseFrameBytes = 64;
+constexpr size_t kTimelineBins = 240;
+
+enum EventKind : uint32_t {
+  kArrive,     // id: packet
+  kTxDone,     // id: port
+  kPause,      // id: port * 16 + priority * 2 + on
+  kResend,     // id: flow; aux: bytes
+  kNicWake,    // id: port
+  kControl,    // id: generator
+  kCollStart,  // id: collective instance
+  kFlowStart,  // id: index in scenario.flows
+};
+
+struct Event {
+  uint64_t t;
+  uint64_t seq;  // ties in time keep scheduling order: deterministic
+  uint32_t kind;
+  uint32_t id;
+  uint64_t aux;
+};
+struct Later {
+  bool operator()(const Event& a, const Event& b) const {
+    return a.t != b.t ? a.t > b.t : a.seq > b.seq;
+  }
+};
+
+enum PacketKind : uint8_t { kData, kCnp };
+
+struct Packet {
+  uint32_t flow = 0;
+  uint32_t gen = 0;
+  uint32_t next = kNone;
+  uint32_t payload = 0;
+  uint32_t wire = 0;
+  uint32_t dst = 0;
+  uint32_t in_port = kNone;
+  uint32_t hash = 0;
+  uint8_t prio = 0;
+  uint8_t kind = kData;
+  uint8_t ecn = 0;
+};
+
+enum FlowKind : uint8_t { kCollFlow, kControlFlow, kBackgroundFlow, kHandshakeFlow };
+
+struct Flow {
+  uint32_t src = 0, dst = 0;
+  uint32_t gen = 0;
+  uint32_t hash = 0;
+  uint8_t prio = 0;
+  uint8_t kind = kCollFlow;
+  bool active = false;
+  bool limited = false;
+  uint64_t total = 0, to_send = 0, recv = 0;
+  uint64_t start_ps = 0;
+  uint32_t owner = 0;  // collective instance, control generator or flow index
+  int32_t channel = 0;
+  int32_t src_rank = 0;
+  // DCQCN reaction point
+  double rc = 0, rt = 0, alpha = 1;
+  uint64_t last_alpha_ps = 0, last_incr_ps = 0;
+  int stage = 0;
+  uint64_t next_send_ps = 0;
+  uint64_t last_cnp_ps = 0;  // notification point
+  bool cnp_sent = false;
+  uint64_t qp = 0;          // messages of one queue pair leave in order
+  uint64_t then_bytes = 0;  // handshake: the data message it releases
+};
+
+struct Port {
+  uint32_t head[kPriorities];
+  uint32_t tail[kPriorities];
+  uint64_t qbytes[kPriorities] = {};
+  uint64_t in_bytes[kPriorities] = {};  // ingress accounting (switch ports)
+  uint64_t max_q[kPriorities] = {};
+  int64_t deficit[kPriorities] = {};
+  uint64_t paused_since[kPriorities] = {};
+  uint64_t paused_total[kPriorities] = {};
+  uint64_t longest_pause[kPriorities] = {};
+  uint64_t tx_bytes[kPriorities] = {};
+  bool paused[kPriorities] = {};
+  bool xoff_sent[kPriorities] = {};
+  uint32_t busy = kNone;
+  int rr = 0;
+  bool wake_pending = false;
+  uint64_t wake_at = 0;
+  double ps_per_byte = 0;
+  double gbps = 0;
+  uint64_t delay_ps = 0;
+  uint32_t peer = 0;
+  uint32_t node = 0;
+  Port() {
+    std::fill(std::begin(head), std::end(head), kNone);
+    std::fill(std::begin(tail), std::end(tail), kNone);
+  }
+};
+
+struct HostNic {
+  std::array<std::vector<uint32_t>, kPriorities> active;
+  std::array<size_t, kPriorities> rr{};
+};
+
+struct CollInstance {
+  size_t spec_index = 0;
+  int iteration = 0;
+  int ranks = 0;
+  int channels = 0;
+  std::unique_ptr<Plan> plan;
+  std::vector<int> next_step;  // [rank * channels + channel]
+  std::vector<uint8_t> rank_done;
+  int ranks_done = 0;
+  uint64_t outstanding = 0;
+  uint64_t flows = 0;
+  std::unordered_map<uint64_t, uint32_t> received;  // (rank, channel, peer) -> messages
+  uint64_t start_ps = 0;
+  bool finished = false;
+};
+
+uint64_t Mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+class Simulator {
+ public:
+  Simulator(const Scenario& s, Fabric f) : s_(s), f_(std::move(f)), rng_(Mix(s.seed)) {}
+
+  Result<SimResult> Run();
+
+ private:
+  // Events
+  void Schedule(uint64_t t, uint32_t kind, uint32_t id, uint64_t aux = 0) {
+    heap_.push_back(Event{t, seq_++, kind, id, aux});
+    std::push_heap(heap_.begin(), heap_.end(), Later{});
+  }
+  uint64_t Random() { return rng_ = Mix(rng_); }
+  double Uniform() { return static_cast<double>(Random() >> 11) * 0x1.0p-53; }
+
+  uint32_t NewPacket() {
+    uint32_t id;
+    if (!free_packets_.empty()) {
+      id = free_packets_.back();
+      free_packets_.pop_back();
+      packets_[id] = Packet{};
+    } else {
+      id = static_cast<uint32_t>(packets_.size());
+      packets_.emplace_back();
+    }
+    ++live_packets_;
+    result_.peak_packets = std::max<uint64_t>(result_.peak_packets, live_packets_);
+    return id;
+  }
+  void FreePacket(uint32_t id) {
+    free_packets_.push_back(id);
+    --live_packets_;
+  }
+  // qp: the queue pair; its messages are sent one after another (RDMA
+  // ordering), while different queue pairs share the NIC round-robin.
+  uint32_t NewFlow(uint32_t src, uint32_t dst, int prio, uint64_t bytes, uint8_t kind,
+                   uint64_t qp) {
+    uint32_t id;
+    if (!free_flows_.empty()) {
+      id = free_flows_.back();
+      free_flows_.pop_back();
+      const uint32_t gen = flows_[id].gen + 1;
+      flows_[id] = Flow{};
+      flows_[id].gen = gen;
+    } else {
+      id = static_cast<uint32_t>(flows_.size());
+      flows_.emplace_back();
+    }
+    ++live_flows_;
+    result_.peak_flows = std::max<uint64_t>(result_.peak_flows, live_flows_);
+    Flow& fl = flows_[id];
+    fl.src = src;
+    fl.dst = dst;
+    fl.prio = static_cast<uint8_t>(prio);
+    fl.kind = kind;
+    fl.total = fl.to_send = bytes;
+    fl.start_ps = now_;
+    fl.hash = static_cast<uint32_t>(
+        Mix(s_.seed ^ (uint64_t{src} << 40) ^ (uint64_t{dst} << 20) ^ ++flow_serial_));
+    fl.rc = fl.rt = ports_[f_.HostPort(static_cast<int>(src))].gbps;
+    fl.qp = qp;
+    auto [it, fresh] = qp_pending_.try_emplace(qp);
+    if (fresh) {
+      Activate(id);
+    } else {
+      it->second.push_back(id);
+    }
+    return id;
+  }
+  void Activate(uint32_t id) {
+    Flow& fl = flows_[id];
+    if (fl.active || fl.to_send == 0) return;
+    fl.active = true;
+    nics_[fl.src].active[fl.prio].push_back(id);
+    StartTx(f_.HostPort(static_cast<int>(fl.src)));
+  }
+
+  void NextOnQp(uint64_t qp) {
+    auto it = qp_pending_.find(qp);
+    if (it == qp_pending_.end()) return;
+    if (it->second.empty()) {
+      qp_pending_.erase(it);
+      return;
+    }
+    const uint32_t next = it->second.front();
+    it->second.pop_front();
+    // Activate may start the port; this runs inside StartTx's packet choice,
+    // so only list the flow here.
+    Flow& fl = flows_[next];
+    fl.active = true;
+    nics_[fl.src].active[fl.prio].push_back(next);
+  }
+
+  // Scheduling
+  bool FlowReady(uint32_t host, int p, uint64_t* earliest) {
+    bool any = false;
+    for (uint32_t id : nics_[host].active[p]) {
+      const Flow& fl = flows_[id];
+      if (fl.next_send_ps <= now_) return true;
+      *earliest = std::min(*earliest, fl.next_send_ps);
+      any = true;
+    }
+    (void)any;
+    return false;
+  }
+  bool Eligible(uint32_t port_id, int p, bool host, uint64_t* earliest) {
+    Port& port = ports_[port_id];
+    if (port.paused[p]) return false;
+    if (port.head[p] != kNone) return true;
+    return host && FlowReady(port.node, p, earliest);
+  }
+  int Pick(uint32_t port_id, bool host, uint64_t* earliest) {
+    for (int p = kPriorities - 1; p >= 0; --p) {
+      if (s_.queues[static_cast<size_t>(p)].strict && Eligible(port_id, p, host, earliest))
+        return p;
+    }
+    Port& port = ports_[port_id];
+    for (int tries = 0; tries < 2 * kPriorities; ++tries) {
+      const int p = port.rr;
+      const QueueSpec& q = s_.queues[static_cast<size_t>(p)];
+      if (q.strict || !Eligible(port_id, p, host, earliest)) {
+        if (!q.strict) port.deficit[p] = 0;
+        port.rr = (port.rr + 1) % kPriorities;
+        continue;
+      }
+      if (port.deficit[p] <= 0) port.deficit[p] += quantum_[static_cast<size_t>(p)];
+      return p;
+    }
+    return -1;
+  }
+  uint32_t PacketFromFlow(uint32_t host, int p) {
+    HostNic& nic = nics_[host];
+    auto& list = nic.active[p];
+    const size_t n = list.size();
+    for (size_t i = 0; i < n; ++i) {
+      const size_t idx = (nic.rr[p] + i) % n;
+      const uint32_t fid = list[idx];
+      Flow& fl = flows_[fid];
+      if (fl.next_send_ps > now_) continue;
+      const uint64_t unit = uint64_t{s_.mtu} * s_.train_packets;
+      const uint32_t payload = static_cast<uint32_t>(std::min(fl.to_send, unit));
+      const uint32_t npkts = (payload + s_.mtu - 1) / s_.mtu;
+      const uint32_t pid = NewPacket();
+      Packet& pk = packets_[pid];
+      pk.flow = fid;
+      pk.gen = fl.gen;
+      pk.payload = payload;
+      pk.wire = payload + npkts * s_.header_bytes;
+      pk.dst = fl.dst;
+      pk.hash = fl.hash;
+      pk.prio = static_cast<uint8_t>(p);
+      pk.kind = kData;
+      fl.to_send -= payload;
+      if (fl.limited) {
+        CatchUp(fl);
+        if (fl.limited) {
+          fl.next_send_ps = now_ + static_cast<uint64_t>(std::llround(pk.wire * 8000.0 / fl.rc));
+        }
+      }
+      if (fl.to_send == 0) {
+        fl.active = false;
+        list.erase(list.begin() + static_cast<ptrdiff_t>(idx));
+        nic.rr[p] = list.empty() ? 0 : idx % list.size();
+        NextOnQp(fl.qp);
+      } else {
+        nic.rr[p] = (idx + 1) % n;
+      }
+      return pid;
+    }
+    return kNone;
+  }
+  void StartTx(uint32_t port_id) {
+    Port& port = ports_[port_id];
+    if (port.busy != kNone) return;
+    const bool host = port.node < static_cast<uint32_t>(f_.hosts);
+    uint64_t earliest = std::numeric_limits<uint64_t>::max();
+    const int p = Pick(port_id, host, &earliest);
+    if (p < 0) {
+      if (host && earliest != std::numeric_limits<uint64_t>::max() &&
+          (!port.wake_pending || earliest < port.wake_at)) {
+        port.wake_pending = true;
+        port.wake_at = earliest;
+        Schedule(earliest, kNicWake, port_id);
+      }
+      return;
+    }
+    uint32_t pid = port.head[p];
+    if (pid != kNone) {
+      Packet& pk = packets_[pid];
+      port.head[p] = pk.next;
+      if (port.head[p] == kNone) port.tail[p] = kNone;
+      port.qbytes[p] -= pk.wire;
+    } else {
+      pid = PacketFromFlow(port.node, p);
+      if (pid == kNone) return;
+    }
+    Packet& pk = packets_[pid];
+    if (!s_.queues[static_cast<size_t>(p)].strict) {
+      port.deficit[p] -= pk.wire;
+      if (port.deficit[p] <= 0) port.rr = (p + 1) % kPriorities;
+    }
+    port.busy = pid;
+    port.tx_bytes[p] += pk.wire;
+    const uint64_t ser = static_cast<uint64_t>(std::llround(pk.wire * port.ps_per_byte));
+    Schedule(now_ + ser, kTxDone, port_id);
+    Schedule(now_ + ser + port.delay_ps, kArrive, pid, port.peer);
+  }
+  void Enqueue(uint32_t port_id, uint32_t pid) {
+    Port& port = ports_[port_id];
+    Packet& pk = packets_[pid];
+    const int p = pk.prio;
+    pk.next = kNone;
+    if (port.tail[p] == kNone) {
+      port.head[p] = pid;
+    } else {
+      packets_[port.tail[p]].next = pid;
+    }
+    port.tail[p] = pid;
+    port.qbytes[p] += pk.wire;
+    if (port.node >= static_cast<uint32_t>(f_.hosts)) {
+      if (port.qbytes[p] > port.max_q[p]) port.max_q[p] = port.qbytes[p];
+      TimelineQueue(p, port.qbytes[p]);
+    }
+    StartTx(port_id);
+  }
+
+  // Timeline
+  size_t Bin() {
+    size_t b = static_cast<size_t>(now_ / bin_ps_);
+    while (b >= kTimelineBins) {
+      auto& q = result_.timeline.max_queue_bytes;
+      auto& pz = result_.timeline.pauses;
+      for (size_t i = 0; i < kTimelineBins / 2; ++i) {
+        for (int p = 0; p < kPriorities; ++p) {
+          q[i][p] = std::max(q[2 * i][p], q[2 * i + 1][p]);
+          pz[i][p] = pz[2 * i][p] + pz[2 * i + 1][p];
+        }
+      }
+      for (size_t i = kTimelineBins / 2; i < kTimelineBins; ++i) {
+        q[i] = {};
+        pz[i] = {};
+      }
+      bin_ps_ *= 2;
+      b = static_cast<size_t>(now_ / bin_ps_);
+    }
+    return b;
+  }
+  void TimelineQueue(int p, uint64_t bytes) {
+    auto& slot = result_.timeline.max_queue_bytes[Bin()][static_cast<size_t>(p)];
+    slot = std::max(slot, bytes);
+  }
+
+  // PFC
+  void SendPause(uint32_t ingress_port, int p, bool on) {
+    const Port& in = ports_[ingress_port];
+    const uint64_t ser = static_cast<uint64_t>(std::llround(kPauseFrameBytes * in.ps_per_byte));
+    Schedule(now_ + ser + in.delay_ps, kPause,
+             in.peer * 16 + static_cast<uint32_t>(p) * 2 + (on ? 1 : 0));
+    if (on) {
+      ++result_.queues[static_cast<size_t>(p)].pauses_sent;
+      ++result_.timeline.pauses[Bin()][static_cast<size_t>(p)];
+    }
+  }
+  void OnPause(uint32_t port_id, int p, bool on) {
+    Port& port = ports_[port_id];
+    if (on == port.paused[p]) return;
+    port.paused[p] = on;
+    if (on) {
+      port.paused_since[p] = now_;
+    } else {
+      const uint64_t d = now_ - port.paused_since[p];
+      port.paused_total[p] += d;
+      port.longest_pause[p] = std::max(port.longest_pause[p], d);
+      StartTx(port_id);
+    }
+  }
+
+  // DCQCN reaction point: timers applied lazily, when the flow next sends
+  // or receives a CNP.
+  void CatchUp(Flow& fl) {
+    const DcqcnSpec& d = s_.dcqcn;
+    if (now_ > fl.last_alpha_ps + d.alpha_timer_ps) {
+      const uint64_t k = (now_ - fl.last_alpha_ps) / d.alpha_timer_ps;
+      fl.alpha *= std::pow(1 - d.g, static_cast<double>(k));
+      fl.last_alpha_ps += k * d.alpha_timer_ps;
+    }
+    const double line = ports_[f_.HostPort(static_cast<int>(fl.src))].gbps;
+    if (now_ >= fl.last_incr_ps + d.increase_timer_ps) {
+      uint64_t k = (now_ - fl.last_incr_ps) / d.increase_timer_ps;
+      fl.last_incr_ps += k * d.increase_timer_ps;
+      for (; k > 0 && fl.limited; --k) {
+        ++fl.stage;
+        if (fl.stage > d.fast_recovery_steps) fl.rt = std::min(line, fl.rt + d.rai_gbps);
+        fl.rc = (fl.rt + fl.rc) / 2;
+        if (fl.rc >= line * 0.999) {
+          fl.limited = false;
+          fl.rc = fl.rt = line;
+        }
+      }
+    }
+  }
+  void OnCnp(uint32_t fid, uint32_t gen) {
+    Flow& fl = flows_[fid];
+    if (fl.gen != gen || fl.total == 0) return;
+    const DcqcnSpec& d = s_.dcqcn;
+    if (!fl.limited) {
+      fl.limited = true;
+      fl.alpha = 1;
+      fl.last_alpha_ps = fl.last_incr_ps = now_;
+    } else {
+      CatchUp(fl);
+    }
+    fl.rt = fl.rc;
+    fl.rc = std::max(d.min_rate_gbps, fl.rc * (1 - fl.alpha / 2));
+    fl.alpha = (1 - d.g) * fl.alpha + d.g;
+    fl.last_alpha_ps = fl.last_incr_ps = now_;
+    fl.stage = 0;
+    fl.limited = true;
+  }
+
+  // Arrivals
+  void OnArrive(uint32_t pid, uint32_t at) {
+    Packet& pk = packets_[pid];
+    const Port& in = ports_[at];
+    const uint32_t node = in.node;
+    if (node < static_cast<uint32_t>(f_.hosts)) {
+      if (pk.kind == kCnp) {
+        OnCnp(pk.flow, pk.gen);
+      } else {
+        ReceiveData(pk);
+      }
+      FreePacket(pid);
+      return;
+    }
+    const auto hops = f_.NextHops(node, static_cast<int>(pk.dst));
+    const uint32_t out = hops.size() == 1 ? hops[0] : hops[Mix(pk.hash ^ node) % hops.size()];
+    const int p = pk.prio;
+    const QueueSpec& q = s_.queues[static_cast<size_t>(p)];
+    uint64_t& used = buffer_used_[node - static_cast<uint32_t>(f_.hosts)];
+    if (used + pk.wire > s_.buffer_bytes) {
+      ++result_.drops;
+      ++result_.queues[static_cast<size_t>(p)].drops;
+      if (q.pfc) ++result_.lossless_drops;
+      if (pk.kind == kData) Schedule(now_ + s_.rto_ps, kResend, pk.flow, pk.payload);
+      FreePacket(pid);
+      return;
+    }
+    used += pk.wire;
+    pk.in_port = at;
+    Port& ingress = ports_[at];
+    ingress.in_bytes[p] += pk.wire;
+    if (q.pfc && !ingress.xoff_sent[p] && ingress.in_bytes[p] > q.xoff_bytes) {
+      ingress.xoff_sent[p] = true;
+      SendPause(at, p, true);
+    }
+    if (q.ecn && pk.kind == kData) {
+      const uint64_t qlen = ports_[out].qbytes[p];
+      if (qlen > q.kmin_bytes) {
+        const double prob = qlen >= q.kmax_bytes
+                                ? 1.0
+                                : q.pmax * static_cast<double>(qlen - q.kmin_bytes) /
+                                      static_cast<double>(q.kmax_bytes - q.kmin_bytes);
+        if (!pk.ecn && Uniform() < prob) {
+          pk.ecn = 1;
+          ++result_.queues[static_cast<size_t>(p)].ecn_marks;
+        }
+      }
+    }
+    Enqueue(out, pid);
+  }
+  void OnTxDone(uint32_t port_id) {
+    Port& port = ports_[port_id];
+    const uint32_t pid = port.busy;
+    port.busy = kNone;
+    const Packet& pk = packets_[pid];
+    if (port.node >= static_cast<uint32_t>(f_.hosts) && pk.in_port != kNone) {
+      buffer_used_[port.node - static_cast<uint32_t>(f_.hosts)] -= pk.wire;
+      Port& ingress = ports_[pk.in_port];
+      const int p = pk.prio;
+      ingress.in_bytes[p] -= pk.wire;
+      if (ingress.xoff_sent[p] &&
+          ingress.in_bytes[p] <= s_.queues[static_cast<size_t>(p)].xon_bytes) {
+        ingress.xoff_sent[p] = false;
+        SendPause(pk.in_port, p, false);
+      }
+    }
+    StartTx(port_id);
+  }
+  void ReceiveData(const Packet& pk) {
+    Flow& fl = flows_[pk.flow];
+    if (fl.gen != pk.gen) return;
+    fl.recv += pk.payload;
+    if (pk.ecn && s_.dcqcn.enabled &&
+        (!fl.cnp_sent || now_ >= fl.last_cnp_ps + s_.dcqcn.cnp_interval_ps)) {
+      fl.cnp_sent = true;
+      fl.last_cnp_ps = now_;
+      ++result_.cnps;
+      const uint32_t cid = NewPacket();
+      Packet& c = packets_[cid];
+      c.flow = pk.flow;
+      c.gen = pk.gen;
+      c.wire = kCnpBytes;
+      c.dst = fl.src;
+      c.hash = fl.hash;
+      c.prio = static_cast<uint8_t>(cnp_prio_);
+      c.kind = kCnp;
+      Enqueue(f_.HostPort(static_cast<int>(fl.dst)), cid);
+    }
+    if (fl.recv >= fl.total) CompleteFlow(pk.flow);
+  }
+  void CompleteFlow(uint32_t fid) {
+    Flow fl = flows_[fid];
+    flows_[fid].total = 0;
+    free_flows_.push_back(fid);
+    --live_flows_;
+    if (fl.kind == kControlFlow) {
+      control_latency_ps_.push_back(now_ - fl.start_ps);
+    } else if (fl.kind == kHandshakeFlow) {
+      handshake_latency_ps_.push_back(now_ - fl.start_ps);
+      StartCollFlow(fl.owner, fl.dst, fl.src, fl.channel, fl.then_bytes);
+    } else if (fl.kind == kBackgroundFlow) {
+      FlowResult& r = result_.flows[fl.owner];
+      r.fct_us = static_cast<double>(now_ - fl.start_ps) / 1e6;
+      --background_left_;
+      MaybeFinish();
+    } else {
+      CollInstance& c = *colls_[fl.owner];
+      --c.outstanding;
+      const int dst_rank = static_cast<int>(fl.dst);  // ranks are the first hosts
+      ++c.received[Key(c, dst_rank, fl.channel, fl.src_rank)];
+      Advance(fl.owner, dst_rank);
+    }
+  }
+
+  static uint64_t QpKey(uint64_t owner, uint32_t src, uint32_t dst, int channel) {
+    return Mix(Mix(owner * 0x10001 + static_cast<uint64_t>(channel)) ^ (uint64_t{src} << 32 | dst));
+  }
+
+  // Collectives
+  static uint64_t Key(const CollInstance& c, int rank, int channel, int peer) {
+    return (static_cast<uint64_t>(rank) * static_cast<uint64_t>(c.channels) +
+            static_cast<uint64_t>(channel)) *
+               static_cast<uint64_t>(c.ranks) +
+           static_cast<uint64_t>(peer);
+  }
+  void StartCollective(uint32_t index) {
+    CollInstance& c = *colls_[index];
+    c.start_ps = now_;
+    c.next_step.assign(static_cast<size_t>(c.ranks * c.channels), 0);
+    c.rank_done.assign(static_cast<size_t>(c.ranks), 0);
+    for (int r = 0; r < c.ranks; ++r) Advance(index, r);
+  }
+  void Advance(uint32_t index, int rank) {
+    CollInstance& c = *colls_[index];
+    const CollectiveSpec& spec = s_.collectives[c.spec_index];
+    bool all = true;
+    for (int ch = 0; ch < c.channels; ++ch) {
+      int& k = c.next_step[static_cast<size_t>(rank * c.channels + ch)];
+      while (k < c.plan->Steps(rank, ch)) {
+        c.plan->GetStep(rank, ch, k, step_);
+        bool ready = true;
+        for (const Wait& w : step_.waits) {
+          auto it = c.received.find(Key(c, rank, w.channel, w.peer));
+          if (it == c.received.end() || it->second < w.count) {
+            ready = false;
+            break;
+          }
+        }
+        if (!ready) break;
+        ++k;
+        for (const Send& snd : step_.sends) {
+          ++c.outstanding;
+          ++c.flows;
+          if (spec.handshake_bytes > 0) {
+            // The receiver's ready notification comes first, on its own QP.
+            const uint32_t hid =
+                NewFlow(static_cast<uint32_t>(snd.peer), static_cast<uint32_t>(rank),
+                        s_.PriorityOfDscp(spec.control_dscp), spec.handshake_bytes, kHandshakeFlow,
+                        QpKey(0x10000 + index, static_cast<uint32_t>(snd.peer),
+                              static_cast<uint32_t>(rank), snd.channel));
+            Flow& h = flows_[hid];
+            h.owner = index;
+            h.channel = snd.channel;
+            h.then_bytes = snd.bytes;
+          } else {
+            StartCollFlow(index, static_cast<uint32_t>(rank), static_cast<uint32_t>(snd.peer),
+                          snd.channel, snd.bytes);
+          }
+        }
+      }
+      if (k < c.plan->Steps(rank, ch)) all = false;
+    }
+    if (all && !c.rank_done[static_cast<size_t>(rank)]) {
+      c.rank_done[static_cast<size_t>(rank)] = 1;
+      ++c.ranks_done;
+    }
+    if (c.ranks_done == c.ranks && c.outstanding == 0 && !c.finished) FinishCollective(index);
+  }
+  void StartCollFlow(uint32_t index, uint32_t src, uint32_t dst, int channel, uint64_t bytes) {
+    const CollectiveSpec& spec = s_.collectives[colls_[index]->spec_index];
+    const uint32_t fid = NewFlow(src, dst, s_.PriorityOfDscp(spec.dscp), bytes, kCollFlow,
+                                 QpKey(1 + index, src, dst, channel));
+    Flow& fl = flows_[fid];
+    fl.owner = index;
+    fl.channel = channel;
+    fl.src_rank = static_cast<int32_t>(src);
+  }
+  void FinishCollective(uint32_t index) {
+    CollInstance& c = *colls_[index];
+    c.finished = true;
+    const CollectiveSpec& spec = s_.collectives[c.spec_index];
+    CollectiveResult r;
+    r.name = spec.name;
+    r.op = spec.op;
+    r.algo = spec.algo;
+    r.ranks = c.ranks;
+    r.bytes = spec.bytes;
+    r.iteration = c.iteration;
+    r.start_us = static_cast<double>(c.start_ps) / 1e6;
+    r.time_us = static_cast<double>(now_ - c.start_ps) / 1e6;
+    r.algbw = comm::AlgBandwidth(spec.bytes, r.time_us);
+    r.busbw = r.algbw * comm::BusBandwidthFactor(CommOp(spec.op), c.ranks);
+    r.model_us = model_us_[c.spec_index];
+    r.flows = c.flows;
+    result_.collectives.push_back(r);
+    c.received.clear();
+    c.next_step.clear();
+    if (c.iteration + 1 < spec.repeat) {
+      c.iteration++;
+      c.finished = false;
+      c.ranks_done = 0;
+      c.flows = 0;
+      StartCollective(index);
+    } else {
+      --collectives_left_;
+      if (s_.serial && index + 1 < colls_.size()) {
+        Schedule(now_, kCollStart, index + 1);
+      }
+      MaybeFinish();
+    }
+  }
+  static comm::CollOp CommOp(CollKind k) {
+    switch (k) {
+      case CollKind::kAllReduce:
+        return comm::CollOp::kAllReduce;
+      case CollKind::kAllGather:
+        return comm::CollOp::kAllGather;
+      case CollKind::kReduceScatter:
+        return comm::CollOp::kReduceScatter;
+      case CollKind::kAlltoAll:
+        return comm::CollOp::kAlltoAll;
+    }
+    return comm::CollOp::kAllReduce;
+  }
+  void MaybeFinish() {
+    if (collectives_left_ == 0 && background_left_ == 0) traffic_done_ = true;
+  }
+  void OnControl(uint32_t g) {
+    const ControlSpec& spec = s_.control[g];
+    if (traffic_done_ && spec.count == 0) return;
+    if (spec.count > 0 && control_sent_[g] >= static_cast<uint64_t>(spec.count)) return;
+    ++control_sent_[g];
+    const uint32_t hosts = static_cast<uint32_t>(f_.hosts);
+    const uint32_t src = static_cast<uint32_t>(Random() % hosts);
+    const uint32_t dst = (src + 1 + static_cast<uint32_t>(Random() % (hosts - 1))) % hosts;
+    // Each control message on a queue pair of its own (no head-of-line
+    // blocking inside the NIC: what is measured is the fabric).
+    const uint32_t fid = NewFlow(src, dst, s_.PriorityOfDscp(spec.dscp), spec.bytes, kControlFlow,
+                                 QpKey(0xFFFF00 + g, src, dst, static_cast<int>(control_sent_[g])));
+    flows_[fid].owner = g;
+    Schedule(now_ + spec.interval_ps, kControl, g);
+  }
+
+  Status CheckLimits() {
+    const uint64_t memory = f_.MemoryBytes() + packets_.capacity() * sizeof(Packet) +
+                            flows_.capacity() * sizeof(Flow) + heap_.capacity() * sizeof(Event) +
+                            ports_.size() * sizeof(Port) + control_latency_ps_.capacity() * 8 +
+                            received_entries() * 32;
+    result_.peak_memory_bytes = std::max(result_.peak_memory_bytes, memory);
+    if (memory > s_.limits.max_memory) {
+      return ResourceExhausted(
+          "the simulation needs more than limits.max_memory (" +
+          std::to_string(s_.limits.max_memory >> 20) + " MiB) at " +
+          std::to_string(now_ / 1'000'000) + " us simulated (" + std::to_string(live_flows_) +
+          " flows, " + std::to_string(live_packets_) +
+          " packets in flight): raise limits.max_memory, or run fewer ranks or bytes");
+    }
+    if (events_ > s_.limits.max_events) {
+      return ResourceExhausted("stopped after " + std::to_string(events_) +
+                               " events (limits.max_events) at " +
+                               std::to_string(now_ / 1'000'000) +
+                               " us simulated: raise limits.max_events, or set nic.train_packets "
+                               "above 1 to simulate packets in trains");
+    }
+    if (now_ > s_.limits.max_sim_ps) {
+      return ResourceExhausted("the simulated time passed limits.max_sim_time (" +
+                               std::to_string(s_.limits.max_sim_ps / 1'000'000) +
+                               " us) with traffic left: raise it, or look for a PFC storm");
+    }
+    return Ok();
+  }
+  uint64_t received_entries() const {
+    uint64_t n = 0;
+    for (const auto& c : colls_) n += c->received.size();
+    return n;
+  }
+
+  const Scenario& s_;
+  Fabric f_;
+  uint64_t rng_;
+  std::vector<Event> heap_;
+  uint64_t seq_ = 0;
+  uint64_t now_ = 0;
+  uint64_t events_ = 0;
+  std::vector<Packet> packets_;
+  std::vector<uint32_t> free_packets_;
+  uint64_t live_packets_ = 0;
+  std::vector<Flow> flows_;
+  std::vector<uint32_t> free_flows_;
+  uint64_t live_flows_ = 0;
+  uint64_t flow_serial_ = 0;
+  std::vector<Port> ports_;
+  std::vector<HostNic> nics_;
+  std::vector<uint64_t> buffer_used_;
+  std::array<int64_t, kPriorities> quantum_{};
+  int cnp_prio_ = 0;
+  std::unordered_map<uint64_t, std::deque<uint32_t>> qp_pending_;
+  std::vector<std::unique_ptr<CollInstance>> colls_;
+  std::vector<double> model_us_;
+  int collectives_left_ = 0;
+  int background_left_ = 0;
+  bool traffic_done_ = false;
+  std::vector<uint64_t> control_sent_;
+  std::vector<uint64_t> control_latency_ps_;
+  std::vector<uint64_t> handshake_latency_ps_;
+  uint64_t bin_ps_ = 1'000'000;
+  Step step_;
+  SimResult result_;
+};
+
+LatencySummary Summarize(std::vector<uint64_t>& ps) {
+  LatencySummary out;
+  std::sort(ps.begin(), ps.end());
+  out.count = ps.size();
+  if (out.count == 0) return out;
+  auto at = [&](double q) {
+    const size_t i =
+        std::min(ps.size() - 1, static_cast<size_t>(q * static_cast<double>(ps.size())));
+    return static_cast<double>(ps[i]) / 1e6;
+  };
+  out.p50_us = at(0.5);
+  out.p99_us = at(0.99);
+  out.max_us = static_cast<double>(ps.back()) / 1e6;
+  double sum = 0;
+  for (uint64_t v : ps) sum += static_cast<double>(v);
+  out.mean_us = sum / static_cast<double>(out.count) / 1e6;
+  return out;
+}
+
+Result<SimResult> Simulator::Run() {
+  const auto wall_start = std::chrono::steady_clock::now();
+  const std::clock_t cpu_start = std::clock();
+  result_.scenario = s_.source;
+  result_.hosts = f_.hosts;
+  result_.switches = f_.switches;
+  result_.timeline.max_queue_bytes.assign(kTimelineBins, {});
+  result_.timeline.pauses.assign(kTimelineBins, {});
+  ports_.resize(f_.ports.size());
+  for (size_t i = 0; i < f_.ports.size(); ++i) {
+    Port& p = ports_[i];
+    p.gbps = f_.ports[i].gbps;
+    p.ps_per_byte = 8000.0 / p.gbps;
+    p.delay_ps = f_.ports[i].delay_ps;
+    p.peer = f_.ports[i].peer;
+    p.node = f_.ports[i].node;
+  }
+  nics_.resize(static_cast<size_t>(f_.hosts));
+  buffer_used_.assign(static_cast<size_t>(f_.switches), 0);
+  for (int p = 0; p < kPriorities; ++p) {
+    const int w = s_.queues[static_cast<size_t>(p)].ets_weight;
+    quantum_[static_cast<size_t>(p)] =
+        static_cast<int64_t>(w > 0 ? w : 1) * (s_.mtu + s_.header_bytes);
+  }
+  cnp_prio_ = s_.PriorityOfDscp(s_.dcqcn.cnp_dscp);
+  for (size_t i = 0; i < s_.collectives.size(); ++i) {
+    const CollectiveSpec& spec = s_.collectives[i];
+    auto c = std::make_unique<CollInstance>();
+    c->spec_index = i;
+    c->ranks = spec.ranks > 0 ? spec.ranks : f_.hosts;
+    ANXIN_ASSIGN_OR_RETURN(c->plan, MakePlan(spec, c->ranks));
+    c->channels = c->plan->Channels();
+    LinkModel m;
+    m.gbps = s_.topology.link_gbps;
+    m.delay_ps = s_.topology.delay_ps;
+    m.mtu = s_.mtu;
+    m.header_bytes = s_.header_bytes;
+    m.hops = [this](int a, int b) { return f_.Hops(a, b); };
+    model_us_.push_back(AlphaBetaSeconds(spec, c->ranks, m) * 1e6);
+    colls_.push_back(std::move(c));
+    if (!s_.serial || i == 0) Schedule(spec.start_ps, kCollStart, static_cast<uint32_t>(i));
+  }
+  collectives_left_ = static_cast<int>(colls_.size());
+  for (size_t i = 0; i < s_.flows.size(); ++i) {
+    const FlowSpec& fs = s_.flows[i];
+    result_.flows.push_back(
+        FlowResult{fs.src, fs.dst, fs.bytes, static_cast<double>(fs.start_ps) / 1e6, 0});
+    Schedule(fs.start_ps, kFlowStart, static_cast<uint32_t>(i));
+  }
+  background_left_ = static_cast<int>(s_.flows.size());
+  control_sent_.assign(s_.control.size(), 0);
+  for (size_t g = 0; g < s_.control.size(); ++g) Schedule(0, kControl, static_cast<uint32_t>(g));
+
+  while (!heap_.empty()) {
+    std::pop_heap(heap_.begin(), heap_.end(), Later{});
+    const Event e = heap_.back();
+    heap_.pop_back();
+    now_ = e.t;
+    ++events_;
+    if ((events_ & 0xFFFF) == 0 || events_ > s_.limits.max_events) ANXIN_TRY(CheckLimits());
+    switch (e.kind) {
+      case kArrive:
+        OnArrive(e.id, static_cast<uint32_t>(e.aux));
+        break;
+      case kTxDone:
+        OnTxDone(e.id);
+        break;
+      case kPause:
+        OnPause(e.id / 16, static_cast<int>((e.id / 2) % 8), (e.id & 1) != 0);
+        break;
+      case kResend: {
+        Flow& fl = flows_[e.id];
+        fl.to_send += e.aux;
+        Activate(e.id);
+        break;
+      }
+      case kNicWake:
+        ports_[e.id].wake_pending = false;
+        StartTx(e.id);
+        break;
+      case kControl:
+        OnControl(e.id);
+        break;
+      case kCollStart:
+        StartCollective(e.id);
+        break;
+      case kFlowStart: {
+        const FlowSpec& fs = s_.flows[e.id];
+        const uint32_t fid = NewFlow(static_cast<uint32_t>(fs.src), static_cast<uint32_t>(fs.dst),
+                                     s_.PriorityOfDscp(fs.dscp), fs.bytes, kBackgroundFlow,
+                                     QpKey(0xFFFFFF, static_cast<uint32_t>(fs.src),
+                                           static_cast<uint32_t>(fs.dst), static_cast<int>(e.id)));
+        flows_[fid].owner = e.id;
+        break;
+      }
+    }
+  }
+  ANXIN_TRY(CheckLimits());
+  result_.events = events_;
+  result_.sim_us = static_cast<double>(now_) / 1e6;
+  result_.unfinished_flows = live_flows_;
+  // Pauses still on at the end count until the end.
+  for (size_t i = 0; i < ports_.size(); ++i) {
+    Port& port = ports_[i];
+    for (int p = 0; p < kPriorities; ++p) {
+      if (port.paused[p]) {
+        const uint64_t d = now_ - port.paused_since[p];
+        port.paused_total[p] += d;
+        port.longest_pause[p] = std::max(port.longest_pause[p], d);
+      }
+    }
+  }
+  auto port_name = [&](size_t i) {
+    auto node_name = [&](uint32_t n) {
+      return n < static_cast<uint32_t>(f_.hosts)
+                 ? "host" + std::to_string(n)
+                 : f_.switch_names[n - static_cast<uint32_t>(f_.hosts)];
+    };
+    return node_name(ports_[i].node) + "->" + node_name(ports_[ports_[i].peer].node);
+  };
+  for (int p = 0; p < kPriorities; ++p) {
+    QueueSummary& q = result_.queues[static_cast<size_t>(p)];
+    q.priority = p;
+    for (size_t i = 0; i < ports_.size(); ++i) {
+      const Port& port = ports_[i];
+      if (port.max_q[p] > q.max_bytes) {
+        q.max_bytes = port.max_q[p];
+        q.max_port = port_name(i);
+      }
+      q.paused_us += static_cast<double>(port.paused_total[p]) / 1e6;
+      q.longest_pause_us =
+          std::max(q.longest_pause_us, static_cast<double>(port.longest_pause[p]) / 1e6);
+      if (port.node >= static_cast<uint32_t>(f_.hosts)) q.bytes += port.tx_bytes[p];
+      if (port.longest_pause[p] > s_.storm_ps) {
+        result_.storms.push_back(
+            StormPort{port_name(i), p, static_cast<double>(port.longest_pause[p]) / 1e6});
+      }
+    }
+  }
+  result_.control = Summarize(control_latency_ps_);
+  result_.handshake = Summarize(handshake_latency_ps_);
+  result_.timeline.bin_us = static_cast<double>(bin_ps_) / 1e6;
+  result_.wall_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+  result_.cpu_s = static_cast<double>(std::clock() - cpu_start) / CLOCKS_PER_SEC;
+  const double busy = result_.cpu_s > 0 ? result_.cpu_s : result_.wall_s;
+  result_.events_per_s = busy > 0 ? static_cast<double>(events_) / busy : 0;
+  return std::move(result_);
+}
+
+}  // namespace
+
+Result<SimResult> Simulate(const Scenario& scenario) {
+  ANXIN_TRY(ValidateScenario(scenario));
+  ANXIN_ASSIGN_OR_RETURN(Fabric fabric, BuildFabric(scenario.topology));
+  const uint64_t tables = fabric.MemoryBytes();
+  if (tables > scenario.limits.max_memory) {
+    return ResourceExhausted("the routing tables of " + std::to_string(fabric.hosts) +
+                             " hosts need " + std::to_string(tables >> 20) +
+                             " MiB, more than limits.max_memory: raise it or use fewer hosts");
+  }
+  Simulator sim(scenario, std::move(fabric));
+  return sim.Run();
+}
+
+}  // namespace anxin::netsim
