@@ -91,7 +91,7 @@ struct EtcdCoordinator::Impl {
   // The recovery under way: the generation it joined (-1: none decided yet)
   // and when this node learned of the fault.
   int target_gen = -1;
-  SteadyClock::time_point fault_seen{};
+  Clock::TimePoint fault_seen{};  // the fault's time (run::Fault::seen)
   bool first_barrier = true;
 
   std::thread keepalive;
@@ -418,7 +418,7 @@ struct EtcdCoordinator::Impl {
       if (x.valid && x.step >= 0) steps.push_back(x.step);
     }
     int g;
-    SteadyClock::time_point seen;
+    Clock::TimePoint seen;
     bool first;
     {
       std::lock_guard lock(mu);
@@ -427,8 +427,9 @@ struct EtcdCoordinator::Impl {
       first = first_barrier;
       running_gen = -1;  // the watcher stays quiet: this loop watches now
     }
-    if (seen == SteadyClock::time_point{}) seen = SteadyClock::now();
-    const double ready_seconds = std::chrono::duration<double>(SteadyClock::now() - seen).count();
+    const Clock::TimePoint now = RealClock().Now();
+    if (seen == Clock::TimePoint{}) seen = now;
+    const double ready_seconds = std::chrono::duration<double>(now - seen).count();
     if (g < 0) {
       auto entered = Patiently("joining the job", [&] {
         return Enter(c, first ? "node_joined" : "node_rejoined",
@@ -623,7 +624,7 @@ run::Coordinator::Decision EtcdCoordinator::OnFault(const run::Fault& fault,
   {
     std::lock_guard lock(m.mu);
     running = m.running_gen;
-    m.fault_seen = fault.seen == SteadyClock::time_point{} ? SteadyClock::now() : fault.seen;
+    m.fault_seen = fault.seen == Clock::TimePoint{} ? RealClock().Now() : fault.seen;
     m.running_gen = -1;  // recovering: the barrier watches from here
     m.target_gen = -1;
   }
