@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "../support/etcd_cluster.h"
+#include "anxin/base/clock.h"
 #include "anxin/base/testing.h"
 #include "anxin/coord/etcd_client.h"
 #include "anxin/coord/etcd_coordinator.h"
@@ -119,8 +120,8 @@ class EtcdTest : public ::testing::Test {
     f.detector = "exit";
     f.fault_class = std::move(cls);
     f.summary = "rank 1 exited 1";
-    f.seen = std::chrono::steady_clock::now();
-    f.wall = std::chrono::system_clock::now();
+    f.seen = RealClock().Now();
+    f.wall = f.seen;
     return f;
   }
 
