@@ -6,6 +6,7 @@
 #include <map>
 #include <tuple>
 
+#include "anxin/base/strings.h"
 #include "anxin/comm/format.h"
 #include "anxin/comm/stats.h"
 
@@ -32,7 +33,7 @@ double Percentile(std::vector<double> v, double q) {
   return v[i];
 }
 
-std::string Bytes(uint64_t b) { return comm::HumanBytes(b); }
+std::string Bytes(uint64_t b) { return FormatBytes(b, ByteUnits::kExact); }
 
 }  // namespace
 
