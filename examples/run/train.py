@@ -3,8 +3,9 @@
 
 Each rank trains a two-layer network on its own shard of a synthetic
 regression task; gradients are averaged with torch.distributed all_reduce on
-the gloo backend (CPU), so the ranks really depend on each other. Rank 0
-prints `step N loss X`, saves a Megatron-layout checkpoint every
+the gloo backend (CPU), so the ranks really depend on each other. Local rank 0
+of each node (LOCAL_RANK; rank 0 on one node) prints `step N loss X`, saves
+a Megatron-layout checkpoint of the (replicated) model every
 --ckpt-every steps (iter_NNNNNNN/mp_rank_00/model_optim_rng.pt, an
 anxin-manifest.json with sizes and SHA-256, then
 latest_checkpointed_iteration.txt), and --resume DIR continues from one.
@@ -16,7 +17,10 @@ K:ATTEMPT, attempt 0 by default):
   --hang-at K         the last rank stops calling the collective at step K,
                       so the others block inside all_reduce
   --hccl-error-at K   the last rank prints an HCCL error line and stops
-  --corrupt-newest    before a fault fires, flip bytes in the newest checkpoint
+  --fault-rank R      the rank these faults strike instead (a rank of another
+                      node in a multi-node job)
+  --corrupt-newest    before a fault fires, rank 0 flips bytes in the newest
+                      checkpoint of its node
 
 Each rank reports its steps, its all_reduce calls (timed by the hook on
 torch.distributed) and rank 0 its checkpoints through the job telemetry SDK
@@ -113,11 +117,13 @@ def main():
     p.add_argument("--crash-at", type=parse_fault)
     p.add_argument("--hang-at", type=parse_fault)
     p.add_argument("--hccl-error-at", type=parse_fault)
+    p.add_argument("--fault-rank", type=int)
     p.add_argument("--corrupt-newest", action="store_true")
     a = p.parse_args()
 
     rank = int(os.environ["RANK"])
     world = int(os.environ["WORLD_SIZE"])
+    local_rank = int(os.environ.get("LOCAL_RANK", rank))
     dist.init_process_group("gloo", rank=rank, world_size=world)
     if anxin_sdk is not None:
         anxin_sdk.hook_torch_distributed()
@@ -140,15 +146,16 @@ def main():
         model.load_state_dict(state["model"])
         opt.load_state_dict(state["optimizer"])
         start = state["iteration"] + 1
-        if rank == 0:
+        if local_rank == 0:
             print("resumed from %s at step %d" % (a.resume, state["iteration"]), flush=True)
 
     for step in range(start, a.steps + 1):
-        last = rank == world - 1
+        last = rank == (world - 1 if a.fault_rank is None else a.fault_rank)
+        first = rank == (0 if a.fault_rank is None else a.fault_rank)
         if a.corrupt_newest and rank == 0 and a.ckpt_dir and any(
                 fires(f, step) for f in (a.crash_at, a.hang_at, a.hccl_error_at)):
             corrupt_newest(a.ckpt_dir)
-        if fires(a.crash_at, step) and rank == 0:
+        if fires(a.crash_at, step) and first:
             print("crashing at step %d (--crash-at) t=%.3f" % (step, time.time()), flush=True)
             os._exit(1)
         if fires(a.hang_at, step) and last:
@@ -177,7 +184,7 @@ def main():
         dist.all_reduce(mean, op=dist.ReduceOp.SUM)
         if anxin_sdk is not None:
             anxin_sdk.step_end(step)
-        if rank == 0:
+        if local_rank == 0:
             print("step %d loss %.5f" % (step, mean.item() / world), flush=True)
             if a.ckpt_dir and step % a.ckpt_every == 0:
                 path = save_checkpoint(a.ckpt_dir, step, model, opt)

@@ -142,4 +142,63 @@ std::string XmlEscape(std::string_view s) {
   return out;
 }
 
+namespace {
+constexpr char kBase64Alphabet[] =
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+}  // namespace
+
+std::string Base64Encode(std::string_view bytes) {
+  std::string out;
+  out.reserve((bytes.size() + 2) / 3 * 4);
+  size_t i = 0;
+  auto at = [&](size_t k) { return static_cast<uint32_t>(static_cast<unsigned char>(bytes[k])); };
+  for (; i + 3 <= bytes.size(); i += 3) {
+    const uint32_t v = at(i) << 16 | at(i + 1) << 8 | at(i + 2);
+    for (int shift : {18, 12, 6, 0}) out += kBase64Alphabet[(v >> shift) & 63];
+  }
+  if (const size_t rest = bytes.size() - i; rest > 0) {
+    const uint32_t v = at(i) << 16 | (rest == 2 ? at(i + 1) << 8 : 0);
+    out += kBase64Alphabet[(v >> 18) & 63];
+    out += kBase64Alphabet[(v >> 12) & 63];
+    out += rest == 2 ? kBase64Alphabet[(v >> 6) & 63] : '=';
+    out += '=';
+  }
+  return out;
+}
+
+std::optional<std::string> Base64Decode(std::string_view s) {
+  if (s.size() % 4 != 0) return std::nullopt;
+  auto value = [](char c) -> int {
+    if (c >= 'A' && c <= 'Z') return c - 'A';
+    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+    if (c >= '0' && c <= '9') return c - '0' + 52;
+    if (c == '+') return 62;
+    if (c == '/') return 63;
+    return -1;
+  };
+  std::string out;
+  out.reserve(s.size() / 4 * 3);
+  for (size_t i = 0; i < s.size(); i += 4) {
+    const bool last = i + 4 == s.size();
+    int pad = 0;
+    uint32_t v = 0;
+    for (size_t k = 0; k < 4; ++k) {
+      const char c = s[i + k];
+      if (c == '=' && last && k >= 2 && (pad > 0 || k == 2 || s[i + 3] == '=')) {
+        ++pad;
+        v <<= 6;
+        continue;
+      }
+      const int d = value(c);
+      if (d < 0 || pad > 0) return std::nullopt;
+      v = v << 6 | static_cast<uint32_t>(d);
+    }
+    if (pad == 1 && s[i + 3] != '=') return std::nullopt;
+    out += static_cast<char>((v >> 16) & 0xff);
+    if (pad < 2) out += static_cast<char>((v >> 8) & 0xff);
+    if (pad < 1) out += static_cast<char>(v & 0xff);
+  }
+  return out;
+}
+
 }  // namespace anxin

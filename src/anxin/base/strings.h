@@ -13,6 +13,8 @@
 //   bool same = EqualsIgnoreCase("Content-Length", "content-length");  // true
 //   size_t len = Utf8SequenceLength("\xc3\xa9!", 0);            // 2 (U+00E9)
 //   std::string xml = XmlEscape("a < \"b\"");                  // "a &lt; &quot;b&quot;"
+//   std::string b = Base64Encode("hi");                        // "aGk="
+//   std::optional<std::string> raw = Base64Decode(b);          // "hi"
 //
 // Thread safety: pure functions.
 #ifndef ANXIN_BASE_STRINGS_H_
@@ -65,6 +67,13 @@ bool EqualsIgnoreCase(std::string_view a, std::string_view b);
 // Text for XML and HTML, in element content and in quoted attribute values:
 // '<', '>', '&' and '"' become entities; every other byte is kept.
 std::string XmlEscape(std::string_view s);
+
+// Standard base64 (RFC 4648 section 4, with '=' padding), as JSON APIs such
+// as etcd's carry bytes.
+std::string Base64Encode(std::string_view bytes);
+// nullopt when s is not padded standard base64 (a length not a multiple of
+// 4, a byte outside the alphabet, padding in the middle).
+std::optional<std::string> Base64Decode(std::string_view s);
 
 // Length (1..4) of the well-formed UTF-8 sequence that starts at s[i]; 0 when
 // the bytes there are not one: a stray continuation byte, a sequence cut off

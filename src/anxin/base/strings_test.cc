@@ -141,5 +141,24 @@ TEST(StringsTest, Utf8SequenceLengthRejectsTruncatedAndStrayBytes) {
   EXPECT_EQ(Utf8SequenceLength("\xe2\x82\xac", 1), 0u);  // the middle of a sequence
 }
 
+TEST(StringsTest, Base64RoundTripsAndRejectsMalformedText) {
+  EXPECT_EQ(Base64Encode(""), "");
+  EXPECT_EQ(Base64Encode("f"), "Zg==");
+  EXPECT_EQ(Base64Encode("fo"), "Zm8=");
+  EXPECT_EQ(Base64Encode("foo"), "Zm9v");
+  EXPECT_EQ(Base64Encode("/anxin/run/job"), "L2FueGluL3J1bi9qb2I=");
+  std::string all;
+  for (int c = 0; c < 256; ++c) all += static_cast<char>(c);
+  EXPECT_EQ(Base64Decode(Base64Encode(all)), all);
+  EXPECT_EQ(Base64Decode("Zm8="), "fo");
+  EXPECT_EQ(Base64Decode("Zg=="), "f");
+  EXPECT_EQ(Base64Decode(""), "");
+  EXPECT_EQ(Base64Decode("Zm8"), std::nullopt);   // not a multiple of 4
+  EXPECT_EQ(Base64Decode("Z=8="), std::nullopt);  // padding in the middle
+  EXPECT_EQ(Base64Decode("Zm9v Zg=="), std::nullopt);
+  EXPECT_EQ(Base64Decode("Zg==Zm9v"), std::nullopt);  // padding before the end
+  EXPECT_EQ(Base64Decode("Z-8="), std::nullopt);      // URL alphabet is not accepted
+}
+
 }  // namespace
 }  // namespace anxin

@@ -18,6 +18,23 @@ struct Options {
   bool json = false;
 };
 
+// A multi-node recovery: the generation, who opened it, the agreed step and
+// each node's times, under the incident's row.
+void PrintCluster(const run::ClusterView& c) {
+  std::printf("  cluster: generation %d opened by %s (%s), %d node(s), agreed step %s",
+              c.generation, c.fault_node.empty() ? "-" : c.fault_node.c_str(),
+              c.fault_class.empty() ? "-" : c.fault_class.c_str(), c.nnodes,
+              c.agreed_step >= 0 ? std::to_string(c.agreed_step).c_str() : "none (from scratch)");
+  if (c.store_pauses > 0) std::printf(", %d store pause(s)", c.store_pauses);
+  std::printf("\n");
+  for (const run::ClusterNodeTimes& n : c.nodes) {
+    std::printf(
+        "    %-16s rank %-3d ready %7.2fs  barrier %6.2fs  newest intact %s\n", n.node.c_str(),
+        n.node_rank, n.ready_seconds, n.barrier_seconds,
+        n.newest_verified >= 0 ? ("step " + std::to_string(n.newest_verified)).c_str() : "-");
+  }
+}
+
 int Run(const Options& o, const GlobalOptions& g) {
   std::string dir = o.state_dir;
   std::string origin = "--state-dir";
@@ -93,6 +110,7 @@ int Run(const Options& o, const GlobalOptions& g) {
     }
     std::printf("  %s\n",
                 in.resumed_step >= 0 ? ("step " + std::to_string(in.resumed_step)).c_str() : "-");
+    if (in.cluster) PrintCluster(*in.cluster);
   }
   return kExitOk;
 }

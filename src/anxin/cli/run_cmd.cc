@@ -1,10 +1,11 @@
-// `anxin run [options] -- CMD [ARGS]`: launch a single-node training job,
+// `anxin run [options] -- CMD [ARGS]`: launch a training job (on one node or many),
 // watch it, and recover it from faults. Docs: docs/recovery.md.
 #include <memory>
 
 #include "anxin/cli/command.h"
 #include "anxin/cli/exit_codes.h"
 #include "anxin/cli/flag_checks.h"
+#include "anxin/coord/etcd_coordinator.h"
 #include "anxin/run/options.h"
 
 namespace anxin::cli {
@@ -14,7 +15,7 @@ static_assert(run::kExitRestartStorm == kExitRestartStorm);
 static_assert(run::kExitEscalated == kExitEscalated);
 
 int Run(const run::RunFlags& flags, const GlobalOptions& g) {
-  auto rc = run::RunJob(flags, g.config);
+  auto rc = run::RunJob(flags, g.config, coord::CreateEtcdCoordinator);
   if (!rc) return ReportError(rc.error());
   return *rc;
 }
@@ -24,9 +25,18 @@ CommandMain Setup(CLI::App& app) {
   app.add_option("--nproc-per-node", o->nproc_per_node, "ranks on this node, one per device")
       ->capture_default_str()
       ->check(AtLeast(1));
-  app.add_option("--nnodes", o->nnodes, "nodes in the job (only 1 for now)")
-      ->capture_default_str()
-      ->check(AtLeast(1));
+  app.add_option("--nnodes", o->nnodes,
+                 "nodes in the job: N, or MIN:MAX for an elastic job (needs --rdzv-endpoint)")
+      ->capture_default_str();
+  app.add_option("--rdzv-endpoint", o->rdzv_endpoint,
+                 "etcd of a multi-node job: host:port[,host:port...]");
+  app.add_option("--rdzv-id", o->rdzv_id,
+                 "the job's id, the same on every node (default: ANXIN_JOB_ID, SLURM_JOB_ID)");
+  app.add_option("--node-rank", o->node_rank,
+                 "this node's place in the job (default: ordered by host name)")
+      ->check(AtLeast(0));
+  app.add_option("--rdzv-timeout", o->rdzv_timeout,
+                 "how long a recovery waits for the other nodes at its barrier (default 30s)");
   app.add_option("--max-restarts", o->max_restarts,
                  "relaunches allowed in the whole run (default: run.max_restarts, else 3)")
       ->check(AtLeast(0));
@@ -37,8 +47,11 @@ CommandMain Setup(CLI::App& app) {
   app.add_option("--master-port", o->master_port,
                  "MASTER_PORT for the ranks (default: a free port at each launch)")
       ->check(PortNumber());
-  app.add_option("--master-addr", o->master_addr, "MASTER_ADDR for the ranks")
-      ->capture_default_str();
+  app.add_option("--master-addr", o->master_addr,
+                 "MASTER_ADDR for the ranks; in a multi-node job, this node's address as the "
+                 "others reach it (default: the host name)")
+      ->capture_default_str()
+      ->each([o](const std::string&) { o->master_addr_given = true; });
   app.add_option("--backend", o->backend, "device backend (default: config device.backend)");
   app.add_option("--scenario", o->scenario, "sim: scenario file or built-in name");
   app.add_option("--log-dir", o->log_dir, "write each rank's output to DIR/rank-N.log");

@@ -54,6 +54,45 @@ std::string NewIncidentId() {
   return buf;
 }
 
+namespace {
+
+nlohmann::json ClusterToJson(const ClusterView& c) {
+  nlohmann::json nodes = nlohmann::json::array();
+  for (const ClusterNodeTimes& n : c.nodes) {
+    nodes.push_back({{"node", n.node},
+                     {"node_rank", n.node_rank},
+                     {"ready_seconds", n.ready_seconds},
+                     {"barrier_seconds", n.barrier_seconds},
+                     {"newest_verified", n.newest_verified}});
+  }
+  return {
+      {"fault_node", c.fault_node},    {"fault_class", c.fault_class}, {"generation", c.generation},
+      {"agreed_step", c.agreed_step},  {"nnodes", c.nnodes},           {"nodes", nodes},
+      {"store_pauses", c.store_pauses}};
+}
+
+ClusterView ClusterFromJson(const nlohmann::json& j) {
+  ClusterView c;
+  c.fault_node = j.value("fault_node", "");
+  c.fault_class = j.value("fault_class", "");
+  c.generation = j.value("generation", 0);
+  c.agreed_step = j.value("agreed_step", int64_t{-1});
+  c.nnodes = j.value("nnodes", 0);
+  c.store_pauses = j.value("store_pauses", 0);
+  for (const auto& n : j.value("nodes", nlohmann::json::array())) {
+    ClusterNodeTimes t;
+    t.node = n.value("node", "");
+    t.node_rank = n.value("node_rank", -1);
+    t.ready_seconds = n.value("ready_seconds", -1.0);
+    t.barrier_seconds = n.value("barrier_seconds", -1.0);
+    t.newest_verified = n.value("newest_verified", int64_t{-1});
+    c.nodes.push_back(std::move(t));
+  }
+  return c;
+}
+
+}  // namespace
+
 nlohmann::json IncidentToJson(const Incident& in) {
   nlohmann::json steps = nlohmann::json::array();
   for (const StepRecord& s : in.steps) {
@@ -66,25 +105,27 @@ nlohmann::json IncidentToJson(const Incident& in) {
                      {"tries", s.tries}});
   }
   const Fault& f = in.fault;
-  return {{"id", in.id},
-          {"job", in.job},
-          {"attempt", in.attempt},
-          {"fault",
-           {{"detector", f.detector},
-            {"class", f.fault_class},
-            {"severity", std::string(device::SeverityName(f.severity))},
-            {"rank", f.rank},
-            {"device", f.device},
-            {"summary", f.summary},
-            {"time", FormatRfc3339(f.wall)},
-            {"evidence", f.evidence}}},
-          {"detection_seconds", in.detection_seconds},
-          {"steps", steps},
-          {"outcome", in.outcome},
-          {"playbook", in.playbook},
-          {"checkpoint", in.checkpoint},
-          {"resumed_step", in.resumed_step},
-          {"time_to_recovery_seconds", in.time_to_recovery_seconds}};
+  nlohmann::json j = {{"id", in.id},
+                      {"job", in.job},
+                      {"attempt", in.attempt},
+                      {"fault",
+                       {{"detector", f.detector},
+                        {"class", f.fault_class},
+                        {"severity", std::string(device::SeverityName(f.severity))},
+                        {"rank", f.rank},
+                        {"device", f.device},
+                        {"summary", f.summary},
+                        {"time", FormatRfc3339(f.wall)},
+                        {"evidence", f.evidence}}},
+                      {"detection_seconds", in.detection_seconds},
+                      {"steps", steps},
+                      {"outcome", in.outcome},
+                      {"playbook", in.playbook},
+                      {"checkpoint", in.checkpoint},
+                      {"resumed_step", in.resumed_step},
+                      {"time_to_recovery_seconds", in.time_to_recovery_seconds}};
+  if (in.cluster) j["cluster"] = ClusterToJson(*in.cluster);
+  return j;
 }
 
 Result<Incident> IncidentFromJson(const nlohmann::json& j) {
@@ -121,6 +162,8 @@ Result<Incident> IncidentFromJson(const nlohmann::json& j) {
     in.checkpoint = j.value("checkpoint", "");
     in.resumed_step = j.value("resumed_step", int64_t{-1});
     in.time_to_recovery_seconds = j.value("time_to_recovery_seconds", -1.0);
+    if (j.contains("cluster") && j["cluster"].is_object())
+      in.cluster = ClusterFromJson(j["cluster"]);
     return in;
   } catch (const nlohmann::json::exception& e) {
     return DataLoss(std::string("malformed incident record: ") + e.what());

@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,26 @@ struct StepRecord {
   std::string detail;                           // what it did or why it failed
   int tries = 0;
   double seconds() const { return std::chrono::duration<double>(end - start).count(); }
+};
+
+// A recovery seen by every node of a multi-node job (docs/recovery.md,
+// "Many nodes"): who saw the fault, the generation it opened, the step all
+// nodes agreed on and how long each node took to be ready.
+struct ClusterNodeTimes {
+  std::string node;
+  int node_rank = -1;            // in the relaunch; -1: left out of it
+  double ready_seconds = -1;     // from learning of the fault to ready (stopped, playbook run)
+  double barrier_seconds = -1;   // from ready to the barrier closing
+  int64_t newest_verified = -1;  // the newest checkpoint step it holds intact
+};
+struct ClusterView {
+  std::string fault_node;   // the node that saw the fault first
+  std::string fault_class;  // as that node classed it
+  int generation = 0;
+  int64_t agreed_step = -1;  // -1: from scratch
+  int nnodes = 0;            // nodes in the relaunch
+  std::vector<ClusterNodeTimes> nodes;
+  int store_pauses = 0;  // decisions this node held back while the store had no quorum
 };
 
 struct Incident {
@@ -53,6 +74,8 @@ struct Incident {
   double time_to_recovery_seconds = -1;
   // From the evidence (the line, the exit) to the detector's report.
   double detection_seconds = -1;
+  // Multi-node jobs only.
+  std::optional<ClusterView> cluster;
 };
 
 // base's FormatRfc3339 with milliseconds, "2026-12-02T13:05:01.250Z", and ""

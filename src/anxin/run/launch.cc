@@ -74,14 +74,14 @@ Result<std::vector<RankPlan>> PlanRanks(const LaunchPlanOptions& options,
   std::vector<RankPlan> plans;
   for (int i = 0; i < n; ++i) {
     RankPlan p;
-    p.rank = i;
+    p.rank = options.node_rank * n + i;
     p.local_rank = i;
     p.device_index = usable[i]->index;
-    p.env = {"RANK=" + std::to_string(i),
+    p.env = {"RANK=" + std::to_string(p.rank),
              "LOCAL_RANK=" + std::to_string(i),
-             "WORLD_SIZE=" + std::to_string(n),
+             "WORLD_SIZE=" + std::to_string(options.nnodes * n),
              "LOCAL_WORLD_SIZE=" + std::to_string(n),
-             "GROUP_RANK=0",
+             "GROUP_RANK=" + std::to_string(options.node_rank),
              "MASTER_ADDR=" + options.master_addr,
              "MASTER_PORT=" + std::to_string(options.master_port),
              visible};

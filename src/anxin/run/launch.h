@@ -35,6 +35,10 @@ struct LaunchPlanOptions {
   bool numa_bind = true;
   // Devices left out of the job (isolated after repeated faults).
   std::vector<int> excluded_devices{};
+  // A job over several nodes, each with nproc_per_node ranks: this node's
+  // place; ranks are node_rank * nproc_per_node + local rank.
+  int node_rank = 0;
+  int nnodes = 1;
 };
 
 // What one rank gets.

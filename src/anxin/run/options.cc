@@ -9,6 +9,7 @@
 
 #include "anxin/base/config.h"
 #include "anxin/base/stop_token.h"
+#include "anxin/base/strings.h"
 #include "anxin/device/registry.h"
 #include "anxin/host/topology.h"
 #include "anxin/run/signatures.h"
@@ -46,9 +47,11 @@ Status CheckFlags(const RunFlags& f) {
         "no command to run: give it after '--', e.g. anxin run --nproc-per-node 2 -- python3 "
         "train.py");
   }
-  if (f.nnodes != 1) {
-    return InvalidArgument("--nnodes " + std::to_string(f.nnodes) +
-                           ": only single-node jobs are supported for now; use --nnodes 1");
+  ANXIN_ASSIGN_OR_RETURN(const auto nnodes, ParseNnodes(f.nnodes));
+  if (nnodes.second > 1 && f.rdzv_endpoint.empty()) {
+    return InvalidArgument("--nnodes " + f.nnodes +
+                           ": a job over several nodes needs --rdzv-endpoint host:port (etcd) "
+                           "and --rdzv-id JOB");
   }
   if (f.numa_bind != "auto" && f.numa_bind != "off") {
     return InvalidArgument("--numa-bind: expected auto or off, got '" + f.numa_bind + "'");
@@ -184,6 +187,45 @@ Status CreateDirectories(const SupervisorOptions& so) {
 
 }  // namespace
 
+Result<std::pair<int, int>> ParseNnodes(std::string_view text) {
+  auto bad = [&] {
+    return InvalidArgument("--nnodes: expected N or MIN:MAX with 1 <= MIN <= MAX, got '" +
+                           std::string(text) + "'");
+  };
+  const size_t colon = text.find(':');
+  auto lo = ParseInt(text.substr(0, colon));
+  auto hi = colon == std::string_view::npos ? lo : ParseInt(text.substr(colon + 1));
+  if (!lo || !hi || *lo < 1 || *hi < *lo || *hi > 100000) return bad();
+  return std::pair<int, int>(static_cast<int>(*lo), static_cast<int>(*hi));
+}
+
+Result<std::optional<ClusterRequest>> LoadClusterRequest(const RunFlags& flags,
+                                                         const SupervisorOptions& options) {
+  ANXIN_ASSIGN_OR_RETURN(const auto nnodes, ParseNnodes(flags.nnodes));
+  if (nnodes.second <= 1 && flags.rdzv_endpoint.empty()) return std::nullopt;
+  if (flags.rdzv_endpoint.empty()) {
+    return InvalidArgument("--nnodes " + flags.nnodes +
+                           ": a job over several nodes needs --rdzv-endpoint host:port (etcd) "
+                           "and --rdzv-id JOB");
+  }
+  ClusterRequest r;
+  r.endpoints = flags.rdzv_endpoint;
+  r.job = flags.rdzv_id.empty() ? options.job_id : flags.rdzv_id;
+  r.min_nodes = nnodes.first;
+  r.max_nodes = nnodes.second;
+  r.node_rank = flags.node_rank;
+  r.address = flags.master_addr_given ? flags.master_addr : "";
+  r.max_restarts = options.max_restarts;
+  r.storm_limit = options.storm_limit;
+  if (!flags.rdzv_timeout.empty()) {
+    ANXIN_ASSIGN_OR_RETURN(const double t,
+                           Duration(flags.rdzv_timeout, "--rdzv-timeout", std::nullopt, "", 30));
+    if (t <= 0) return InvalidArgument("--rdzv-timeout: must be above 0");
+    r.barrier_timeout_seconds = t;
+  }
+  return r;
+}
+
 Result<SupervisorOptions> LoadSupervisorOptions(const RunFlags& flags, const GlobalConfig& config) {
   ANXIN_TRY(CheckFlags(flags));
   ANXIN_ASSIGN_OR_RETURN(const Section section, RunSection(config));
@@ -197,12 +239,19 @@ Result<SupervisorOptions> LoadSupervisorOptions(const RunFlags& flags, const Glo
   return so;
 }
 
-Result<int> RunJob(const RunFlags& flags, const GlobalConfig& config) {
+Result<int> RunJob(const RunFlags& flags, const GlobalConfig& config,
+                   const CoordinatorFactory& make_coordinator) {
   // Every signal stops the job the same way: the supervisor stops the ranks
   // within the grace period and returns 128 + the signal. First, so that
   // every thread started from here on leaves the signals to it.
   StopOnSignals stop(SecondSignal::kRecorded);
   ANXIN_ASSIGN_OR_RETURN(SupervisorOptions so, LoadSupervisorOptions(flags, config));
+  ANXIN_ASSIGN_OR_RETURN(const std::optional<ClusterRequest> cluster,
+                         LoadClusterRequest(flags, so));
+  if (cluster && !make_coordinator) {
+    return InvalidArgument("--nnodes " + flags.nnodes +
+                           ": this program has no multi-node coordinator; use --nnodes 1");
+  }
   ANXIN_TRY(CreateDirectories(so));
   ANXIN_ASSIGN_OR_RETURN(std::unique_ptr<device::DeviceBackend> backend,
                          device::CreateConfiguredBackend(flags.backend, flags.scenario, config));
@@ -211,7 +260,12 @@ Result<int> RunJob(const RunFlags& flags, const GlobalConfig& config) {
   if (so.launch.numa_bind) {
     if (auto n = host::ReadNumaNodes(host::HostRoot{})) nodes = std::move(*n);
   }
-  Supervisor supervisor(std::move(so), backend.get(), std::move(devices), std::move(nodes));
+  std::unique_ptr<Coordinator> coordinator;
+  if (cluster) {
+    ANXIN_ASSIGN_OR_RETURN(coordinator, make_coordinator(*cluster));
+  }
+  Supervisor supervisor(std::move(so), backend.get(), std::move(devices), std::move(nodes),
+                        std::move(coordinator));
   std::stop_callback on_stop(stop.token(), [&] { supervisor.RequestStop(stop.signal()); });
   return supervisor.Run();
 }

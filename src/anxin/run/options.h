@@ -12,12 +12,22 @@
 //   ANXIN_ASSIGN_OR_RETURN(int status, RunJob(flags, GlobalConfig{}));  // runs the job
 //   if (status != 0) spdlog::warn("the job ended with status {}", status);
 //
+// A job over several nodes (--nnodes, --rdzv-*) is translated here into a
+// ClusterRequest; the coordinator that serves it is made by the factory given
+// to RunJob (coord::CreateEtcdCoordinator), so that run/ does not depend on
+// the store's client.
+//
 // Thread safety: both functions may be called from any thread; RunJob takes
 // SIGINT/SIGTERM for the duration of the job (base/stop_token.h).
 #ifndef ANXIN_RUN_OPTIONS_H_
 #define ANXIN_RUN_OPTIONS_H_
 
+#include <functional>
+#include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "anxin/base/error.h"
@@ -30,7 +40,7 @@ namespace anxin::run {
 struct RunFlags {
   std::vector<std::string> command;
   int nproc_per_node = 1;
-  int nnodes = 1;
+  std::string nnodes = "1";  // N, or MIN:MAX for an elastic job
   int max_restarts = -1;
   int storm_limit = -1;
   int master_port = 0;  // 0: a free port at each launch
@@ -51,7 +61,38 @@ struct RunFlags {
   std::string playbook;  // a YAML file of playbooks over the run: section's
   int min_nproc = -1;
   bool no_prefix = false;
+  // Multi-node (docs/recovery.md, "Many nodes").
+  std::string rdzv_endpoint;  // etcd: host:port[,host:port...]
+  std::string rdzv_id;        // "": the job id (ANXIN_JOB_ID, SLURM_JOB_ID)
+  int node_rank = -1;         // -1: ordered by host name
+  std::string rdzv_timeout;   // a recovery's barrier
+  bool master_addr_given = false;
 };
+
+// "4" -> {4, 4}; "2:8" -> {2, 8}. Anything else, or min > max, or below 1 ->
+// kInvalidArgument naming --nnodes.
+Result<std::pair<int, int>> ParseNnodes(std::string_view text);
+
+// A multi-node job's rendezvous, from the flags and the loaded options.
+struct ClusterRequest {
+  std::string endpoints;  // --rdzv-endpoint
+  std::string job;        // --rdzv-id, else the job id
+  int min_nodes = 1;      // --nnodes
+  int max_nodes = 1;
+  int node_rank = -1;                  // --node-rank
+  std::string address;                 // --master-addr when given, else "" (the host name)
+  double barrier_timeout_seconds = 0;  // --rdzv-timeout; 0: the coordinator's default
+  int max_restarts = 3;                // the restart policy each node applies
+  int storm_limit = 3;
+};
+
+// nullopt: a job on one node. Errors: kInvalidArgument naming the flag.
+Result<std::optional<ClusterRequest>> LoadClusterRequest(const RunFlags& flags,
+                                                         const SupervisorOptions& options);
+
+// Makes the coordinator of a multi-node job (coord::CreateEtcdCoordinator).
+using CoordinatorFactory =
+    std::function<Result<std::unique_ptr<Coordinator>>(const ClusterRequest&)>;
 
 // Checks the flags and the run: section and merges them (with the playbook
 // file and the environment's ANXIN_JOB_ID / SLURM_JOB_ID and
@@ -62,8 +103,10 @@ Result<SupervisorOptions> LoadSupervisorOptions(const RunFlags& flags, const Glo
 // The whole `anxin run`: LoadSupervisorOptions, the state and log
 // directories, the device backend (--backend/--scenario over device:), then
 // the supervisor until the job ends or a signal stops it. Returns the exit
-// status of Supervisor::Run.
-Result<int> RunJob(const RunFlags& flags, const GlobalConfig& config);
+// status of Supervisor::Run. A multi-node job takes its coordinator from
+// make_coordinator; without one it is kInvalidArgument.
+Result<int> RunJob(const RunFlags& flags, const GlobalConfig& config,
+                   const CoordinatorFactory& make_coordinator = nullptr);
 
 }  // namespace anxin::run
 

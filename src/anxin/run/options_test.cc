@@ -101,6 +101,41 @@ faults:
               HasCode(ErrorCode::kNotFound, HasSubstr("--playbook")));
 }
 
+TEST(RunOptionsTest, ParseNnodesTakesNOrMinMax) {
+  EXPECT_EQ(ParseNnodes("4"), (std::pair<int, int>(4, 4)));
+  EXPECT_EQ(ParseNnodes("2:8"), (std::pair<int, int>(2, 8)));
+  EXPECT_THAT(ParseNnodes("0"), HasCode(ErrorCode::kInvalidArgument, HasSubstr("--nnodes")));
+  EXPECT_THAT(ParseNnodes("3:2"), HasCode(ErrorCode::kInvalidArgument));
+  EXPECT_THAT(ParseNnodes("two"), HasCode(ErrorCode::kInvalidArgument));
+  EXPECT_THAT(ParseNnodes("2:"), HasCode(ErrorCode::kInvalidArgument));
+}
+
+TEST(RunOptionsTest, ClusterRequestOnlyForSeveralNodes) {
+  RunFlags f = Flags();
+  auto o = LoadSupervisorOptions(f, GlobalConfig{});
+  ASSERT_THAT(o, IsOk());
+  auto none = LoadClusterRequest(f, *o);
+  ASSERT_THAT(none, IsOk());
+  EXPECT_FALSE(none->has_value());
+  f.nnodes = "2:4";
+  f.rdzv_endpoint = "127.0.0.1:2379";
+  f.rdzv_id = "job7";
+  f.node_rank = 1;
+  f.rdzv_timeout = "5s";
+  auto r = LoadClusterRequest(f, *o);
+  ASSERT_THAT(r, IsOk());
+  ASSERT_TRUE(r->has_value());
+  EXPECT_EQ((*r)->min_nodes, 2);
+  EXPECT_EQ((*r)->max_nodes, 4);
+  EXPECT_EQ((*r)->job, "job7");
+  EXPECT_EQ((*r)->node_rank, 1);
+  EXPECT_EQ((*r)->address, "") << "no --master-addr: the host name";
+  EXPECT_EQ((*r)->barrier_timeout_seconds, 5);
+  f.rdzv_timeout = "0s";
+  EXPECT_THAT(LoadClusterRequest(f, *o),
+              HasCode(ErrorCode::kInvalidArgument, HasSubstr("--rdzv-timeout: must be above 0")));
+}
+
 struct BadCase {
   std::string what;
   std::function<void(RunFlags&)> change;
@@ -122,7 +157,10 @@ INSTANTIATE_TEST_SUITE_P(
     Cases, RunOptionsErrorTest,
     ::testing::Values(
         BadCase{"no_command", [](RunFlags& f) { f.command.clear(); }, "", "no command to run"},
-        BadCase{"nnodes", [](RunFlags& f) { f.nnodes = 2; }, "", "--nnodes 2: only single-node"},
+        BadCase{"nnodes", [](RunFlags& f) { f.nnodes = "2"; }, "",
+                "--nnodes 2: a job over several nodes needs --rdzv-endpoint"},
+        BadCase{"nnodes_range", [](RunFlags& f) { f.nnodes = "3:2"; }, "",
+                "--nnodes: expected N or MIN:MAX"},
         BadCase{"numa", [](RunFlags& f) { f.numa_bind = "on"; }, "", "--numa-bind: expected"},
         BadCase{"env", [](RunFlags& f) { f.env = {"=x"}; }, "", "--env: expected NAME=VALUE"},
         BadCase{"grace", [](RunFlags& f) { f.stop_grace = "soon"; }, "",
@@ -131,8 +169,7 @@ INSTANTIATE_TEST_SUITE_P(
                 "--hang-timeout: must be above 0"},
         BadCase{"min_nproc", [](RunFlags& f) { f.min_nproc = 3; }, "",
                 "--min-nproc 3 is above --nproc-per-node 2"},
-        BadCase{"unknown_key", nullptr, "run:\n  max_restart: 2\n",
-                "unknown key 'max_restart'"},
+        BadCase{"unknown_key", nullptr, "run:\n  max_restart: 2\n", "unknown key 'max_restart'"},
         BadCase{"escalation_key", nullptr, "run:\n  escalation:\n    fault: 2\n",
                 "unknown key 'fault'"},
         BadCase{"count_range", nullptr, "run:\n  max_restarts: -1\n", "g.yaml:2:"}),

@@ -173,7 +173,12 @@ struct Supervisor::Impl {
     LaunchPlanOptions lo = o.launch;
     lo.nproc_per_node = nproc;
     lo.excluded_devices = excluded;
-    if (o.pick_port) {
+    if (auto p = coordinator->Agreed()) {  // a job over several nodes
+      lo.master_addr = p->master_addr;
+      lo.master_port = p->master_port;
+      lo.node_rank = p->node_rank;
+      lo.nnodes = p->nnodes;
+    } else if (o.pick_port) {
       ANXIN_ASSIGN_OR_RETURN(lo.master_port, PickFreePort());
     }
     ANXIN_ASSIGN_OR_RETURN(std::vector<RankPlan> plans, PlanRanks(lo, devices, nodes));
@@ -446,7 +451,7 @@ struct Supervisor::Impl {
         return WaitLinksUpStep(in, step, s, devs);
       case StepKind::kSelectCheckpoint:
         SelectCheckpoint(in, s);
-        return std::nullopt;
+        return ClusterStop(in);
       case StepKind::kRelaunch:
         return RelaunchStep(in, step, s);
       case StepKind::kVerifyProgress:
@@ -750,20 +755,49 @@ struct Supervisor::Impl {
     return std::nullopt;
   }
 
+  // After an agreement: the nodes' view goes into the incident; a placement
+  // that stops the job ends the run (exit 1) after the escalation's pages.
+  StepOutcome ClusterStop(Incident& in) {
+    in.cluster = coordinator->View();
+    auto p = coordinator->Agreed();
+    if (!p) return std::nullopt;
+    next_generation = p->generation;
+    if (!p->stop) return std::nullopt;
+    StepRecord s = Begin(in, "give_up");
+    End(in, s, "ok", p->why);
+    in.outcome = "gave_up";
+    Journal(in);
+    if (const Playbook* page = playbooks.Escalation()) {
+      for (const PlaybookStep& step : page->steps) {
+        if (step.kind == StepKind::kNotify || step.kind == StepKind::kExec) {
+          (void)RunStep(in, step, {});
+        }
+      }
+    }
+    spdlog::error("anxin run: stopping: {}", p->why);
+    return 1;
+  }
+
   void SelectCheckpoint(Incident& in, const StepRecord& s) {
     checkpoint_path.clear();
     checkpoint_step = 0;
     if (o.checkpoint_dir.empty()) {
+      (void)coordinator->AgreeCheckpoint(CheckpointScan{});  // the nodes still meet
       End(in, s, "skipped", "no --checkpoint-dir: starting from scratch");
       return;
     }
     auto scan = ScanCheckpoints(o.checkpoint_dir);
     if (!scan) {
+      (void)coordinator->AgreeCheckpoint(CheckpointScan{});
       End(in, s, "ok", scan.error().Describe() + ": starting from scratch");
       return;
     }
     std::string detail;
     const Checkpoint* c = coordinator->AgreeCheckpoint(*scan);
+    if (auto p = coordinator->Agreed(); p && !p->stop) {
+      detail += "generation " + std::to_string(p->generation) + ", node rank " +
+                std::to_string(p->node_rank) + " of " + std::to_string(p->nnodes) + "; ";
+    }
     for (const Checkpoint& x : scan->checkpoints) {
       if (&x == c) break;
       if (!x.valid) detail += "skipped " + x.name + " (" + x.reason + "); ";
@@ -938,6 +972,7 @@ struct Supervisor::Impl {
 
   Result<int> Run() {
     auto rc = RunJob();
+    if (coordinator) coordinator->Finish(rc ? *rc : 3);
     // A stop request leaves the job resumable; an end for good does not.
     if (rc && !(*rc >= 128 && stop_signal.load() != 0)) SaveState("finished");
     return rc;
@@ -955,7 +990,7 @@ struct Supervisor::Impl {
     if (old_pid != 0) {
       if (auto rc = ResumeJob(old_pid)) return *rc;
     } else {
-      ChooseFirstCheckpoint();
+      if (auto rc = ChooseFirstCheckpoint()) return *rc;
       ANXIN_TRY(Launch());
     }
     for (;;) {
@@ -1009,6 +1044,7 @@ struct Supervisor::Impl {
       e.fault = std::move(f);
       Push(std::move(e));
     };
+    ANXIN_TRY(coordinator->Start(ctx.report));
     std::vector<std::string> names = o.detectors;
     if (names.empty()) {
       for (const DetectorEntry& e : RegisteredDetectors()) names.push_back(e.name);
@@ -1065,15 +1101,26 @@ struct Supervisor::Impl {
     return Recover(std::move(f), &resume);
   }
 
-  // The first launch resumes from the newest valid checkpoint too.
-  void ChooseFirstCheckpoint() {
-    if (o.checkpoint_dir.empty()) return;
-    auto scan = ScanCheckpoints(o.checkpoint_dir);
-    if (!scan) return;
+  // The first launch resumes from the newest valid checkpoint too (the
+  // nodes of a multi-node job meet here first). Returns the exit status when
+  // the agreement ends the job before it starts.
+  std::optional<int> ChooseFirstCheckpoint() {
+    auto scan = o.checkpoint_dir.empty() ? Result<CheckpointScan>(CheckpointScan{})
+                                         : ScanCheckpoints(o.checkpoint_dir);
+    if (!scan) scan = CheckpointScan{};
     if (const Checkpoint* c = coordinator->AgreeCheckpoint(*scan)) {
       checkpoint_path = c->path;
       checkpoint_step = c->step;
     }
+    if (auto p = coordinator->Agreed()) {
+      if (p->stop) {
+        spdlog::error("anxin run: stopping: {}", p->why);
+        return 1;
+      }
+      state.attempt = p->generation;
+      attempt.store(p->generation);
+    }
+    return std::nullopt;
   }
 
   // The events of the last 100 ms (or fewer, as soon as there are some).

@@ -28,6 +28,7 @@
 #define ANXIN_RUN_SUPERVISOR_H_
 
 #include <atomic>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -42,6 +43,7 @@
 #include "anxin/host/topology.h"
 #include "anxin/run/checkpoint.h"
 #include "anxin/run/fault.h"
+#include "anxin/run/journal.h"
 #include "anxin/run/launch.h"
 #include "anxin/run/playbook.h"
 
@@ -127,8 +129,34 @@ class Coordinator {
   };
   virtual ~Coordinator() = default;
   virtual Decision OnFault(const Fault& fault, const RestartState& state) = 0;
-  // The checkpoint every node resumes from, given this node's scan.
+  // The checkpoint every node resumes from, given this node's scan. Before
+  // every launch, the first one too; a multi-node coordinator blocks here
+  // until the nodes of the generation meet (the barrier).
   virtual const Checkpoint* AgreeCheckpoint(const CheckpointScan& local) = 0;
+
+  // Multi-node coordinators only (the defaults serve one node).
+  // Where this node's ranks sit in the launch AgreeCheckpoint agreed on.
+  struct Placement {
+    int generation = 0;
+    int node_rank = 0;
+    int nnodes = 1;
+    std::string master_addr;
+    int master_port = 0;
+    bool stop = false;  // the job ends (too few nodes, another node gave up)
+    std::string why;
+  };
+  // Called once before anything else. Faults seen elsewhere (another
+  // node's, a node lost) come back through report, from any thread.
+  virtual Status Start(FaultSink report) {
+    (void)report;
+    return Ok();
+  }
+  // nullopt: one node; the options' own addresses and ranks.
+  virtual std::optional<Placement> Agreed() const { return std::nullopt; }
+  // The last agreement, for the incident journal.
+  virtual std::optional<ClusterView> View() const { return std::nullopt; }
+  // Run is over with this status (0: the job finished).
+  virtual void Finish(int status) { (void)status; }
 };
 
 // One node: the restart budget and storm limit of SupervisorOptions.

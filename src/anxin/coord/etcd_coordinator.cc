@@ -1,0 +1,714 @@
+#include "anxin/coord/etcd_coordinator.h"
+
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <thread>
+
+#include "anxin/base/clock.h"
+#include "anxin/base/strings.h"
+#include "anxin/coord/etcd_client.h"
+#include "anxin/run/launch.h"
+
+namespace anxin::coord {
+namespace {
+
+using nlohmann::json;
+using SteadyClock = std::chrono::steady_clock;
+using SysClock = std::chrono::system_clock;
+
+double WallSeconds(SysClock::time_point t) {
+  return std::chrono::duration<double>(t.time_since_epoch()).count();
+}
+double WallNow() { return WallSeconds(SysClock::now()); }
+
+std::chrono::milliseconds Millis(double seconds) {
+  return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+}
+
+json ParseJson(const std::string& text) {
+  json j = json::parse(text, nullptr, false);
+  return j.is_object() ? j : json::object();
+}
+
+std::string HostName() {
+  char host[256] = {};
+  if (gethostname(host, sizeof(host) - 1) != 0) return "localhost";
+  return host;
+}
+
+// What a node said when it reached a barrier.
+struct Ready {
+  std::string node;
+  int rank_hint = -1;
+  std::vector<int64_t> steps;  // newest first
+  std::string address;
+  int port = 0;
+  double ready_seconds = -1;
+  double ready_time = 0;
+};
+
+Ready ReadyFromJson(const json& j) {
+  Ready r;
+  r.node = j.value("node", "");
+  r.rank_hint = j.value("rank_hint", -1);
+  r.steps = j.value("steps", std::vector<int64_t>{});
+  r.address = j.value("address", "");
+  r.port = j.value("port", 0);
+  r.ready_seconds = j.value("ready_seconds", -1.0);
+  r.ready_time = j.value("ready_time", 0.0);
+  return r;
+}
+
+}  // namespace
+
+struct EtcdCoordinator::Impl {
+  ClusterOptions o;
+  std::string prefix;  // "/anxin/run/JOB/"
+  EtcdOptions etcd_options;
+  EtcdClient main_client{EtcdOptions{}};  // the supervisor's thread
+  run::FaultSink report;
+
+  std::mutex mu;
+  std::condition_variable cv;
+  bool quit = false;
+  int64_t lease = 0;
+  int running_gen = -1;  // the generation whose ranks run here; -1 while none do
+  std::vector<std::string> members;
+  int reported_gen = -1;
+  std::optional<Placement> placement;
+  std::optional<run::ClusterView> view;
+  std::atomic<int> store_pauses{0};
+
+  // The recovery under way: the generation it joined (-1: none decided yet)
+  // and when this node learned of the fault.
+  int target_gen = -1;
+  Clock::TimePoint fault_seen{};  // the fault's time (run::Fault::seen)
+  bool first_barrier = true;
+
+  std::thread keepalive;
+  std::thread watcher;
+
+  std::string Key(std::string_view rest) const { return prefix + std::string(rest); }
+  std::string GenKey(int g, std::string_view rest) const {
+    return prefix + "gen/" + std::to_string(g) + "/" + std::string(rest);
+  }
+
+  // Calls f until the store answers (anything but kUnavailable), logging and
+  // counting a pause while it cannot; kUnavailable after store_timeout.
+  template <typename F>
+  auto Patiently(const char* what, F&& f) -> decltype(f()) {
+    const auto deadline = SteadyClock::now() + Millis(o.store_timeout_seconds);
+    bool paused = false;
+    for (;;) {
+      auto r = f();
+      if (r || r.error().code() != ErrorCode::kUnavailable) {
+        if (paused) spdlog::warn("anxin run: etcd answers again: {} goes on", what);
+        return r;
+      }
+      if (!paused) {
+        paused = true;
+        ++store_pauses;
+        spdlog::warn("anxin run: {}: {}: recovery decisions paused until etcd answers", what,
+                     r.error().message());
+      }
+      if (SteadyClock::now() >= deadline) return r;
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+  }
+
+  json NodeRecord(int gen) const {
+    return {{"node", o.node_id}, {"pid", static_cast<int>(getpid())}, {"address", o.address},
+            {"generation", gen}, {"rank_hint", o.node_rank},          {"time", WallNow()}};
+  }
+
+  // The generation record: {generation, node, fault_class, summary}, and its
+  // revision (0: absent).
+  Result<std::pair<json, int64_t>> ReadGeneration(EtcdClient& c) {
+    ANXIN_ASSIGN_OR_RETURN(EtcdRange r, c.Get(Key("generation")));
+    if (r.kvs.empty()) return std::pair<json, int64_t>(json::object(), 0);
+    return std::pair<json, int64_t>(ParseJson(r.kvs[0].value), r.kvs[0].mod_revision);
+  }
+
+  // Moves the generation from `from` to from+1 with this fault; returns the
+  // generation the job is now at (from+1, or a newer one another node opened).
+  Result<int> Bump(EtcdClient& c, int from, const std::string& fault_class,
+                   const std::string& summary) {
+    for (;;) {
+      ANXIN_ASSIGN_OR_RETURN(auto rec, ReadGeneration(c));
+      const int cur = rec.first.value("generation", -1);
+      if (rec.second != 0 && cur > from) return cur;  // someone was first
+      json next = {{"generation", from + 1},
+                   {"node", o.node_id},
+                   {"fault_class", fault_class},
+                   {"summary", summary},
+                   {"time", WallNow()}};
+      ANXIN_ASSIGN_OR_RETURN(bool won,
+                             c.PutIfModRevision(Key("generation"), next.dump(), rec.second));
+      if (won) {
+        spdlog::warn("anxin run: {} opened generation {}: {}", o.node_id, from + 1, summary);
+        return from + 1;
+      }
+    }
+  }
+
+  // ---- Liveness.
+
+  void KeepAliveLoop() {
+    EtcdClient c(etcd_options);
+    const auto period = Millis(std::max(0.2, o.lease_ttl_seconds / 3.0));
+    for (;;) {
+      int64_t id;
+      int gen;
+      {
+        std::unique_lock lock(mu);
+        if (cv.wait_for(lock, period, [&] { return quit; })) return;
+        id = lease;
+        gen = running_gen;
+      }
+      auto ttl = c.KeepAlive(id);
+      if (ttl) continue;
+      if (ttl.error().code() != ErrorCode::kNotFound) {
+        spdlog::debug("anxin run: lease keepalive: {}", ttl.error().message());
+        continue;
+      }
+      // Expired (etcd was away longer than the TTL): a new lease, the node
+      // key again. The others may have counted this node lost meanwhile.
+      spdlog::warn("anxin run: {}: the lease expired; taking a new one", o.node_id);
+      auto fresh = c.GrantLease(o.lease_ttl_seconds);
+      if (!fresh) continue;
+      (void)c.Put(Key("nodes/" + o.node_id), NodeRecord(gen).dump(), *fresh);
+      std::lock_guard lock(mu);
+      lease = *fresh;
+    }
+  }
+
+  // ---- Watching the others while the ranks run.
+
+  void WatchLoop() {
+    EtcdClient c(etcd_options);
+    bool blind = false;
+    for (;;) {
+      int gen;
+      std::vector<std::string> now_members;
+      {
+        std::unique_lock lock(mu);
+        if (cv.wait_for(lock, Millis(o.poll_seconds), [&] { return quit; })) return;
+        gen = running_gen;
+        now_members = members;
+      }
+      if (gen < 0) continue;  // recovering, or not started: the barrier watches
+      Status s = WatchOnce(c, gen, now_members);
+      if (!s && !blind) {
+        blind = true;
+        ++store_pauses;
+        spdlog::warn("anxin run: watching generation {}: {}: no decision until etcd answers", gen,
+                     s.error().message());
+      } else if (s && blind) {
+        blind = false;
+        spdlog::warn("anxin run: etcd answers again; watching generation {}", gen);
+      }
+    }
+  }
+
+  void Report(int gen, std::string fault_class, std::string summary) {
+    {
+      std::lock_guard lock(mu);
+      if (running_gen < 0 || reported_gen >= gen) return;
+      reported_gen = gen;
+    }
+    run::Fault f;
+    f.detector = "cluster";
+    f.fault_class = std::move(fault_class);
+    f.severity = device::Severity::kMajor;
+    f.summary = std::move(summary);
+    f.seen = RealClock().Now();
+    f.wall = f.seen;
+    f.detection_seconds = 0;
+    if (report) report(std::move(f));
+  }
+
+  Status WatchOnce(EtcdClient& c, int gen, const std::vector<std::string>& plan_members) {
+    ANXIN_ASSIGN_OR_RETURN(auto rec, ReadGeneration(c));
+    const int cur = rec.first.value("generation", -1);
+    if (cur > gen) {
+      const std::string cls = rec.first.value("fault_class", "");
+      Report(cur, cls == "node_lost" ? "node_lost" : "cluster_restart",
+             rec.first.value("node", "?") + " opened generation " + std::to_string(cur) + ": " +
+                 rec.first.value("summary", ""));
+      return Ok();
+    }
+    ANXIN_ASSIGN_OR_RETURN(EtcdRange stopped, c.Get(Key("stopped")));
+    if (!stopped.kvs.empty()) {
+      json s = ParseJson(stopped.kvs[0].value);
+      if (s.value("generation", -1) >= gen && s.value("node", "") != o.node_id) {
+        Report(gen + 1000000, "fatal_job_stopped",
+               s.value("node", "?") + " stopped the job: " + s.value("why", ""));
+        return Ok();
+      }
+    }
+    ANXIN_ASSIGN_OR_RETURN(EtcdRange alive, c.GetPrefix(Key("nodes/")));
+    ANXIN_ASSIGN_OR_RETURN(EtcdRange done, c.GetPrefix(GenKey(gen, "done/")));
+    std::set<std::string> present;
+    for (const EtcdKv& kv : alive.kvs) present.insert(kv.key.substr(Key("nodes/").size()));
+    for (const EtcdKv& kv : done.kvs) present.insert(kv.key.substr(GenKey(gen, "done/").size()));
+    for (const std::string& m : plan_members) {
+      if (present.contains(m)) continue;
+      const std::string summary =
+          "node " + m + " is lost: its lease expired (no supervisor keeps it alive)";
+      ANXIN_ASSIGN_OR_RETURN(int next, Bump(c, gen, "node_lost", summary));
+      if (next == gen + 1) Report(next, "node_lost", summary);
+      return Ok();
+    }
+    return Ok();
+  }
+
+  // ---- The barrier.
+
+  // The generation a node entering without a fault of its own joins: the
+  // current one while its barrier is open, else the next one.
+  Result<int> Enter(EtcdClient& c, const std::string& why_class, const std::string& why) {
+    for (;;) {
+      ANXIN_ASSIGN_OR_RETURN(auto rec, ReadGeneration(c));
+      if (rec.second == 0) {
+        json first = {{"generation", 0},
+                      {"node", o.node_id},
+                      {"fault_class", ""},
+                      {"summary", "the job starts"},
+                      {"time", WallNow()}};
+        ANXIN_ASSIGN_OR_RETURN(bool created, c.PutIfAbsent(Key("generation"), first.dump()));
+        if (created) return 0;
+        continue;
+      }
+      const int cur = rec.first.value("generation", 0);
+      ANXIN_ASSIGN_OR_RETURN(EtcdRange plan, c.Get(GenKey(cur, "plan")));
+      if (plan.kvs.empty()) return cur;
+      ANXIN_ASSIGN_OR_RETURN(int next, Bump(c, cur, why_class, why));
+      if (next > cur) return next;
+    }
+  }
+
+  // Writes the plan of generation g from the ready records, when the rule
+  // says the barrier closes. Losing the race to another node is fine.
+  Status MaybeClose(EtcdClient& c, int g, const std::vector<Ready>& ready, bool timed_out,
+                    bool stop_deadline) {
+    const int n = static_cast<int>(ready.size());
+    json plan = {{"generation", g}, {"by", o.node_id}, {"closed_time", WallNow()}};
+    ANXIN_ASSIGN_OR_RETURN(auto rec, ReadGeneration(c));
+    if (rec.first.value("generation", -1) != g) return Ok();  // moved on meanwhile
+    plan["fault_node"] = rec.first.value("node", "");
+    plan["fault_class"] = rec.first.value("fault_class", "");
+    if (n >= o.max_nodes || (timed_out && n >= o.min_nodes)) {
+      std::vector<Ready> m = ready;
+      std::sort(m.begin(), m.end(), [](const Ready& a, const Ready& b) {
+        const int ra = a.rank_hint < 0 ? INT32_MAX : a.rank_hint;
+        const int rb = b.rank_hint < 0 ? INT32_MAX : b.rank_hint;
+        return ra != rb ? ra < rb : a.node < b.node;
+      });
+      if (static_cast<int>(m.size()) > o.max_nodes) m.resize(static_cast<size_t>(o.max_nodes));
+      // The agreed step: the newest every member holds intact.
+      std::set<int64_t> common(m[0].steps.begin(), m[0].steps.end());
+      for (size_t i = 1; i < m.size(); ++i) {
+        std::set<int64_t> mine(m[i].steps.begin(), m[i].steps.end());
+        std::erase_if(common, [&](int64_t s) { return !mine.contains(s); });
+      }
+      json nodes = json::array();
+      json names = json::array();
+      for (const Ready& r : m) {
+        names.push_back(r.node);
+        nodes.push_back({{"node", r.node},
+                         {"ready_seconds", r.ready_seconds},
+                         {"ready_time", r.ready_time},
+                         {"newest_verified", r.steps.empty() ? -1 : r.steps.front()}});
+      }
+      plan["stop"] = false;
+      plan["members"] = names;
+      plan["nodes"] = nodes;
+      plan["master_addr"] = m[0].address;
+      plan["master_port"] = m[0].port;
+      plan["agreed_step"] = common.empty() ? -1 : *common.rbegin();
+      plan["why"] = n < o.max_nodes ? std::to_string(n) + " of " + std::to_string(o.max_nodes) +
+                                          " node(s) reached the barrier in time: the job shrinks"
+                                    : "all " + std::to_string(n) + " node(s) ready";
+    } else if (stop_deadline) {
+      plan["stop"] = true;
+      plan["members"] = json::array();
+      plan["why"] = "only " + std::to_string(n) + " node(s) reached the barrier of generation " +
+                    std::to_string(g) + " within " +
+                    fmt::format("{:g} s", first_barrier ? o.join_timeout_seconds
+                                                        : o.barrier_timeout_seconds) +
+                    " and the job needs at least " + std::to_string(o.min_nodes) + " (--nnodes)";
+    } else {
+      return Ok();
+    }
+    ANXIN_ASSIGN_OR_RETURN(bool won, c.PutIfAbsent(GenKey(g, "plan"), plan.dump()));
+    if (won) spdlog::info("anxin run: {} closed the barrier of generation {}", o.node_id, g);
+    return Ok();
+  }
+
+  // Adopts plan (a member's view); nullptr result is "from scratch".
+  const run::Checkpoint* Adopt(const json& plan, int g, const run::CheckpointScan& local) {
+    const auto names = plan.value("members", std::vector<std::string>{});
+    Placement p;
+    p.generation = g;
+    p.nnodes = static_cast<int>(names.size());
+    p.node_rank =
+        static_cast<int>(std::find(names.begin(), names.end(), o.node_id) - names.begin());
+    p.master_addr = plan.value("master_addr", "");
+    p.master_port = plan.value("master_port", 0);
+    const int64_t agreed = plan.value("agreed_step", int64_t{-1});
+    run::ClusterView v;
+    v.fault_node = plan.value("fault_node", "");
+    v.fault_class = plan.value("fault_class", "");
+    v.generation = g;
+    v.agreed_step = agreed;
+    v.nnodes = p.nnodes;
+    v.store_pauses = store_pauses.load();
+    const double closed = plan.value("closed_time", 0.0);
+    int rank = 0;
+    for (const json& n : plan.value("nodes", json::array())) {
+      run::ClusterNodeTimes t;
+      t.node = n.value("node", "");
+      t.node_rank = rank++;
+      t.ready_seconds = n.value("ready_seconds", -1.0);
+      t.barrier_seconds = std::max(0.0, closed - n.value("ready_time", closed));
+      t.newest_verified = n.value("newest_verified", int64_t{-1});
+      v.nodes.push_back(std::move(t));
+    }
+    const run::Checkpoint* chosen = nullptr;
+    for (const run::Checkpoint& c : local.checkpoints) {
+      if (c.valid && c.step == agreed) chosen = &c;
+    }
+    spdlog::info("anxin run: generation {}: node rank {} of {}, master {}:{}, agreed step {}", g,
+                 p.node_rank, p.nnodes, p.master_addr, p.master_port, agreed);
+    std::lock_guard lock(mu);
+    placement = std::move(p);
+    view = std::move(v);
+    members = names;
+    running_gen = g;
+    reported_gen = std::max(reported_gen, g);
+    target_gen = -1;
+    first_barrier = false;
+    return chosen;
+  }
+
+  void StopPlacement(int g, std::string why) {
+    Placement p;
+    p.generation = g;
+    p.stop = true;
+    p.why = std::move(why);
+    std::lock_guard lock(mu);
+    placement = std::move(p);
+    running_gen = -1;
+    target_gen = -1;
+  }
+
+  const run::Checkpoint* Barrier(const run::CheckpointScan& local) {
+    EtcdClient& c = main_client;
+    std::vector<int64_t> steps;
+    for (const run::Checkpoint& x : local.checkpoints) {
+      if (x.valid && x.step >= 0) steps.push_back(x.step);
+    }
+    int g;
+    Clock::TimePoint seen;
+    bool first;
+    {
+      std::lock_guard lock(mu);
+      g = target_gen;
+      seen = fault_seen;
+      first = first_barrier;
+      running_gen = -1;  // the watcher stays quiet: this loop watches now
+    }
+    const Clock::TimePoint now = RealClock().Now();
+    if (seen == Clock::TimePoint{}) seen = now;
+    const double ready_seconds = std::chrono::duration<double>(now - seen).count();
+    if (g < 0) {
+      auto entered = Patiently("joining the job", [&] {
+        return Enter(c, first ? "node_joined" : "node_rejoined",
+                     "node " + o.node_id + (first ? " joins the job" : " rejoins the job"));
+      });
+      if (!entered) {
+        StopPlacement(-1, "etcd at " + c.Endpoints() + ": " + entered.error().message());
+        return nullptr;
+      }
+      g = *entered;
+    }
+    auto picked = run::PickFreePort();
+    const int port = picked ? *picked : 0;
+    const double ready_time = WallNow();
+    auto enter_time = SteadyClock::now();
+    const double close_after = o.barrier_timeout_seconds;
+    const double stop_after = first ? o.join_timeout_seconds : o.barrier_timeout_seconds;
+    int written = -1;
+    const auto store_deadline_span = Millis(o.store_timeout_seconds);
+    auto last_answer = SteadyClock::now();
+    bool paused = false;
+    for (;;) {
+      Status s = [&]() -> Status {
+        int64_t id;
+        {
+          std::lock_guard lock(mu);
+          id = lease;
+        }
+        ANXIN_ASSIGN_OR_RETURN(EtcdRange readies, c.GetPrefix(GenKey(g, "ready/")));
+        std::vector<Ready> ready;
+        bool mine = false;
+        for (const EtcdKv& kv : readies.kvs) {
+          ready.push_back(ReadyFromJson(ParseJson(kv.value)));
+          mine |= ready.back().node == o.node_id;
+        }
+        if (!mine || written != g) {
+          json r = {{"generation", g},
+                    {"node", o.node_id},
+                    {"rank_hint", o.node_rank},
+                    {"steps", steps},
+                    {"address", o.address},
+                    {"port", port},
+                    {"ready_seconds", ready_seconds},
+                    {"ready_time", ready_time}};
+          auto put = c.Put(GenKey(g, "ready/" + o.node_id), r.dump(), id);
+          if (!put) return std::unexpected(put.error());
+          written = g;
+          spdlog::info(
+              "anxin run: {} is ready for generation {} (verified steps: {})", o.node_id, g,
+              steps.empty() ? std::string("none") : fmt::format("{}", fmt::join(steps, ", ")));
+          return Ok();  // read again, with this node in
+        }
+        const double waited =
+            std::chrono::duration<double>(SteadyClock::now() - enter_time).count();
+        return MaybeClose(c, g, ready, waited >= close_after, waited >= stop_after);
+      }();
+      if (s) {
+        last_answer = SteadyClock::now();
+        if (paused) {
+          paused = false;
+          spdlog::warn("anxin run: etcd answers again: the barrier of generation {} goes on", g);
+        }
+      } else if (s.error().code() == ErrorCode::kUnavailable) {
+        if (!paused) {
+          paused = true;
+          ++store_pauses;
+          spdlog::warn("anxin run: barrier of generation {}: {}: recovery decisions paused", g,
+                       s.error().message());
+        }
+        if (SteadyClock::now() - last_answer > store_deadline_span) {
+          StopPlacement(g, "etcd at " + c.Endpoints() + " did not answer for " +
+                               fmt::format("{:g} s", o.store_timeout_seconds));
+          return nullptr;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        continue;
+      } else {
+        spdlog::warn("anxin run: barrier of generation {}: {}", g, s.error().message());
+      }
+      // The plan, once someone wrote it; a newer generation, once opened.
+      auto next = [&]() -> Result<std::optional<const run::Checkpoint*>> {
+        ANXIN_ASSIGN_OR_RETURN(EtcdRange plan, c.Get(GenKey(g, "plan")));
+        if (!plan.kvs.empty()) {
+          json p = ParseJson(plan.kvs[0].value);
+          if (p.value("stop", false)) {
+            StopPlacement(g, p.value("why", "the job stops"));
+            return std::optional<const run::Checkpoint*>(nullptr);
+          }
+          const auto names = p.value("members", std::vector<std::string>{});
+          if (std::find(names.begin(), names.end(), o.node_id) != names.end()) {
+            return std::optional<const run::Checkpoint*>(Adopt(p, g, local));
+          }
+          // Closed without this node: it comes back through the next one.
+          ANXIN_ASSIGN_OR_RETURN(
+              int opened, Bump(c, g, "node_rejoined", "node " + o.node_id + " rejoins the job"));
+          g = opened;
+          enter_time = SteadyClock::now();
+          return std::optional<const run::Checkpoint*>();
+        }
+        ANXIN_ASSIGN_OR_RETURN(auto rec, ReadGeneration(c));
+        if (const int cur = rec.first.value("generation", g); cur > g) {
+          spdlog::info("anxin run: generation {} opened meanwhile ({}): joining it", cur,
+                       rec.first.value("summary", ""));
+          g = cur;
+          enter_time = SteadyClock::now();
+        }
+        return std::optional<const run::Checkpoint*>();
+      }();
+      if (next && *next) {
+        return **next;
+      }
+      if (!next && next.error().code() != ErrorCode::kUnavailable) {
+        spdlog::warn("anxin run: barrier of generation {}: {}", g, next.error().message());
+      }
+      {
+        std::lock_guard lock(mu);
+        if (placement && placement->stop) return nullptr;
+      }
+      std::this_thread::sleep_for(Millis(o.poll_seconds));
+    }
+  }
+};
+
+EtcdCoordinator::EtcdCoordinator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Result<std::unique_ptr<EtcdCoordinator>> EtcdCoordinator::Create(ClusterOptions o) {
+  if (o.job.empty()) {
+    return InvalidArgument("--rdzv-id: a multi-node job needs a job id, the same on every node");
+  }
+  for (char ch : o.job) {
+    if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '-' && ch != '_' && ch != '.') {
+      return InvalidArgument("--rdzv-id '" + o.job +
+                             "': use letters, digits, '-', '_' and '.' only");
+    }
+  }
+  if (o.min_nodes < 1 || o.max_nodes < o.min_nodes) {
+    return InvalidArgument("--nnodes: MIN must be 1 or more and not above MAX");
+  }
+  if (o.node_id.empty()) {
+    o.node_id = o.node_rank >= 0 ? "node-" + std::to_string(o.node_rank) : HostName();
+  }
+  if (o.address.empty()) o.address = HostName();
+  auto impl = std::make_unique<Impl>();
+  ANXIN_ASSIGN_OR_RETURN(impl->etcd_options.endpoints, ParseEndpoints(o.endpoints));
+  impl->main_client = EtcdClient(impl->etcd_options);
+  Status ping = impl->main_client.Ping();
+  if (!ping) {
+    if (ping.error().code() == ErrorCode::kUnavailable) return std::unexpected(ping.error());
+    return Unavailable("--rdzv-endpoint " + o.endpoints + ": " + ping.error().message());
+  }
+  impl->prefix = "/anxin/run/" + o.job + "/";
+  impl->o = std::move(o);
+  return std::unique_ptr<EtcdCoordinator>(new EtcdCoordinator(std::move(impl)));
+}
+
+EtcdCoordinator::~EtcdCoordinator() {
+  {
+    std::lock_guard lock(impl_->mu);
+    impl_->quit = true;
+  }
+  impl_->cv.notify_all();
+  if (impl_->keepalive.joinable()) impl_->keepalive.join();
+  if (impl_->watcher.joinable()) impl_->watcher.join();
+  if (impl_->lease != 0) (void)impl_->main_client.RevokeLease(impl_->lease);
+}
+
+const std::string& EtcdCoordinator::node_id() const { return impl_->o.node_id; }
+
+Status EtcdCoordinator::Start(run::FaultSink report) {
+  Impl& m = *impl_;
+  m.report = std::move(report);
+  auto lease = m.Patiently("taking a lease",
+                           [&] { return m.main_client.GrantLease(m.o.lease_ttl_seconds); });
+  if (!lease) return std::unexpected(lease.error());
+  m.lease = *lease;
+  auto put = m.Patiently("registering the node", [&] {
+    return m.main_client.Put(m.Key("nodes/" + m.o.node_id), m.NodeRecord(-1).dump(), m.lease);
+  });
+  if (!put) return std::unexpected(put.error());
+  spdlog::info("anxin run: {} joined job {} at etcd {} ({} to {} node(s))", m.o.node_id, m.o.job,
+               m.main_client.Endpoints(), m.o.min_nodes, m.o.max_nodes);
+  m.keepalive = std::thread([&m] { m.KeepAliveLoop(); });
+  m.watcher = std::thread([&m] { m.WatchLoop(); });
+  return Ok();
+}
+
+run::Coordinator::Decision EtcdCoordinator::OnFault(const run::Fault& fault,
+                                                    const run::RestartState& state) {
+  Impl& m = *impl_;
+  Decision d = run::LocalCoordinator(m.o.max_restarts, m.o.storm_limit).OnFault(fault, state);
+  int running;
+  {
+    std::lock_guard lock(m.mu);
+    running = m.running_gen;
+    m.fault_seen = fault.seen == Clock::TimePoint{} ? RealClock().Now() : fault.seen;
+    m.running_gen = -1;  // recovering: the barrier watches from here
+    m.target_gen = -1;
+  }
+  if (d.verdict != Verdict::kRestart) return d;
+  if (running < 0) return d;  // a restarted supervisor: the barrier finds its generation
+  auto next = m.Patiently("opening a generation", [&]() -> Result<int> {
+    if (fault.detector == "cluster") {
+      ANXIN_ASSIGN_OR_RETURN(auto rec, m.ReadGeneration(m.main_client));
+      return rec.first.value("generation", 0);
+    }
+    return m.Bump(m.main_client, running, fault.fault_class, m.o.node_id + ": " + fault.summary);
+  });
+  if (!next) {
+    d.verdict = Verdict::kGiveUp;
+    d.why = next.error().message();
+    return d;
+  }
+  {
+    std::lock_guard lock(m.mu);
+    m.target_gen = std::max(*next, running + 1);
+  }
+  d.generation = std::max(*next, running + 1);
+  return d;
+}
+
+const run::Checkpoint* EtcdCoordinator::AgreeCheckpoint(const run::CheckpointScan& local) {
+  return impl_->Barrier(local);
+}
+
+std::optional<run::Coordinator::Placement> EtcdCoordinator::Agreed() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->placement;
+}
+
+std::optional<run::ClusterView> EtcdCoordinator::View() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->view;
+}
+
+void EtcdCoordinator::Finish(int status) {
+  Impl& m = *impl_;
+  int gen;
+  bool stopped_by_plan;
+  {
+    std::lock_guard lock(m.mu);
+    gen = m.placement ? m.placement->generation : -1;
+    stopped_by_plan = m.placement && m.placement->stop;
+  }
+  if (status == 0 && gen >= 0) {
+    json done = {{"generation", gen}, {"node", m.o.node_id}, {"status", 0}, {"time", WallNow()}};
+    (void)m.main_client.Put(m.GenKey(gen, "done/" + m.o.node_id), done.dump());
+  } else if (status != 0 && !stopped_by_plan) {
+    json s = {{"generation", std::max(gen, 0)},
+              {"node", m.o.node_id},
+              {"status", status},
+              {"why", "its supervisor ended with status " + std::to_string(status)},
+              {"time", WallNow()}};
+    (void)m.main_client.Put(m.Key("stopped"), s.dump());
+  }
+  {
+    std::lock_guard lock(m.mu);
+    m.quit = true;
+    m.running_gen = -1;
+  }
+  m.cv.notify_all();
+  if (m.keepalive.joinable()) m.keepalive.join();
+  if (m.watcher.joinable()) m.watcher.join();
+  if (m.lease != 0) (void)m.main_client.RevokeLease(m.lease);
+  m.lease = 0;
+}
+
+Result<std::unique_ptr<run::Coordinator>> CreateEtcdCoordinator(const run::ClusterRequest& r) {
+  ClusterOptions o;
+  o.endpoints = r.endpoints;
+  o.job = r.job;
+  o.min_nodes = r.min_nodes;
+  o.max_nodes = r.max_nodes;
+  o.node_rank = r.node_rank;
+  o.address = r.address;
+  if (r.barrier_timeout_seconds > 0) o.barrier_timeout_seconds = r.barrier_timeout_seconds;
+  o.max_restarts = r.max_restarts;
+  o.storm_limit = r.storm_limit;
+  ANXIN_ASSIGN_OR_RETURN(std::unique_ptr<EtcdCoordinator> c, EtcdCoordinator::Create(std::move(o)));
+  return std::unique_ptr<run::Coordinator>(std::move(c));
+}
+
+}  // namespace anxin::coord

@@ -1,0 +1,213 @@
+// A real etcd cluster on loopback for tests: N members of Debian's
+// `etcd-server` (/usr/bin/etcd), on ports picked at run time, data in a
+// temporary directory, with short heartbeat and election times so that a
+// lost leader is replaced within about a second. Every member is a
+// Subprocess with a time limit, killed with its group when the object goes,
+// so a failing assertion leaves nothing running.
+//
+//   TempDir dir;
+//   EtcdCluster etcd(dir, 3);
+//   ASSERT_TRUE(etcd.Start());
+//   std::string endpoints = etcd.Endpoints();   // "127.0.0.1:41000,127.0.0.1:41002,..."
+//   int leader = etcd.Leader();                  // index of the member that leads
+//   etcd.Kill(leader);                           // SIGKILL; Restart(leader) brings it back
+//
+// Thread safety: one test thread.
+#ifndef ANXIN_TESTS_SUPPORT_ETCD_CLUSTER_H_
+#define ANXIN_TESTS_SUPPORT_ETCD_CLUSTER_H_
+
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "anxin/base/http.h"
+#include "anxin/base/subprocess.h"
+#include "anxin/base/testing.h"
+
+namespace anxin::testing {
+
+inline constexpr const char* kEtcd = "/usr/bin/etcd";
+
+class EtcdCluster {
+ public:
+  EtcdCluster(const TempDir& dir, int members) : dir_(dir.path()) {
+    for (int i = 0; i < members; ++i) {
+      Member m;
+      m.name = "m" + std::to_string(i);
+      m.client_port = PickPort();
+      m.peer_port = PickPort();
+      members_.push_back(std::move(m));
+    }
+  }
+  ~EtcdCluster() {
+    for (Member& m : members_) Kill(m);
+  }
+  EtcdCluster(const EtcdCluster&) = delete;
+  EtcdCluster& operator=(const EtcdCluster&) = delete;
+
+  // Starts every member and waits until each answers and one leads.
+  bool Start() {
+    for (size_t i = 0; i < members_.size(); ++i) {
+      if (!StartMember(i, /*fresh=*/true)) return false;
+    }
+    return WaitHealthy();
+  }
+
+  std::string Endpoints() const {
+    std::string out;
+    for (const Member& m : members_) {
+      out += (out.empty() ? "" : ",") + std::string("127.0.0.1:") + std::to_string(m.client_port);
+    }
+    return out;
+  }
+  std::string Endpoint(size_t i) const {
+    return "127.0.0.1:" + std::to_string(members_[i].client_port);
+  }
+  size_t size() const { return members_.size(); }
+
+  // The index of the leading member, or -1 when none answers with one.
+  int Leader() const {
+    for (size_t i = 0; i < members_.size(); ++i) {
+      if (!members_[i].proc || !members_[i].proc->Running()) continue;
+      auto status = Status(i);
+      if (!status) continue;
+      const std::string leader = status->value("leader", "");
+      const std::string self = (*status)["header"].value("member_id", "");
+      if (!leader.empty() && leader == self) return static_cast<int>(i);
+    }
+    return -1;
+  }
+
+  void Kill(size_t i) { Kill(members_[i]); }
+  bool Restart(size_t i) { return StartMember(i, /*fresh=*/false); }
+
+  // Every running member answers and one of them leads.
+  bool WaitHealthy(std::chrono::seconds timeout = std::chrono::seconds(20)) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < deadline) {
+      bool all = true;
+      for (size_t i = 0; i < members_.size(); ++i) {
+        if (members_[i].proc && members_[i].proc->Running() && !Status(i)) all = false;
+      }
+      if (all && Leader() >= 0) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    ADD_FAILURE() << "etcd did not become healthy within " << timeout.count() << " s:\n" << Logs();
+    return false;
+  }
+
+  std::string Logs() {
+    std::lock_guard lock(mu_);
+    return log_.size() > 6000 ? log_.substr(log_.size() - 6000) : log_;
+  }
+
+ private:
+  struct Member {
+    std::string name;
+    int client_port = 0;
+    int peer_port = 0;
+    std::unique_ptr<Subprocess> proc;
+  };
+
+  static int PickPort() {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    int port = 0;
+    if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+        ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
+      port = ntohs(a.sin_port);
+    ::close(fd);
+    return port;
+  }
+
+  std::optional<nlohmann::json> Status(size_t i) const {
+    HttpClient c("127.0.0.1", members_[i].client_port,
+                 {.connect_timeout = std::chrono::milliseconds(300),
+                  .timeout = std::chrono::milliseconds(1000)});
+    auto r = c.Post("/v3/maintenance/status", "{}");
+    if (!r || r->status != 200) return std::nullopt;
+    auto j = nlohmann::json::parse(r->body, nullptr, false);
+    if (!j.is_object() || !j.contains("header")) return std::nullopt;
+    return j;
+  }
+
+  void Kill(Member& m) {
+    if (!m.proc) return;
+    (void)m.proc->Signal(SIGKILL);
+    (void)m.proc->Wait();
+    m.proc.reset();
+  }
+
+  bool StartMember(size_t i, bool fresh) {
+    Member& m = members_[i];
+    std::string cluster;
+    for (const Member& x : members_) {
+      cluster += (cluster.empty() ? "" : ",") + x.name +
+                 "=http://127.0.0.1:" + std::to_string(x.peer_port);
+    }
+    const std::string client = "http://127.0.0.1:" + std::to_string(m.client_port);
+    const std::string peer = "http://127.0.0.1:" + std::to_string(m.peer_port);
+    SubprocessOptions o;
+    o.argv = {kEtcd,
+              "--name",
+              m.name,
+              "--data-dir",
+              dir_ + "/etcd-" + m.name,
+              "--listen-client-urls",
+              client,
+              "--advertise-client-urls",
+              client,
+              "--listen-peer-urls",
+              peer,
+              "--initial-advertise-peer-urls",
+              peer,
+              "--initial-cluster",
+              cluster,
+              "--initial-cluster-token",
+              "anxin-test",
+              "--initial-cluster-state",
+              fresh ? "new" : "existing",
+              "--heartbeat-interval",
+              "50",
+              "--election-timeout",
+              "500",
+              "--log-level",
+              "warn"};
+    o.timeout = std::chrono::seconds(600);
+    o.on_stderr = [this, name = m.name](const OutputLine& l) {
+      std::lock_guard lock(mu_);
+      log_ += name + ": " + l.text + "\n";
+    };
+    o.on_stdout = o.on_stderr;
+    auto p = Subprocess::Start(std::move(o));
+    if (!p) {
+      ADD_FAILURE() << "cannot start " << kEtcd << ": " << p.error().ToString();
+      return false;
+    }
+    m.proc = std::move(*p);
+    return true;
+  }
+
+  std::string dir_;
+  std::vector<Member> members_;
+  std::mutex mu_;
+  std::string log_;
+};
+
+}  // namespace anxin::testing
+
+#endif  // ANXIN_TESTS_SUPPORT_ETCD_CLUSTER_H_
