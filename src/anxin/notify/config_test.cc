@@ -96,15 +96,15 @@ receivers: [{name: a, type: pager, url: "https://x"}]
 default_receivers: [a])"),
               HasSubstr("unknown receiver type 'pager'"));
   EXPECT_THAT(err(R"(
-receivers: [{name: a, type: file, path: /tmp/x}]
+receivers: [{name: a, type: file, path: /nonexistent-anxin-dir/alerts.jsonl}]
 routes: [{matchers: ['node=~"("'], receivers: [a]}])"),
               HasSubstr("bad regular expression"));
   EXPECT_THAT(err(R"(
-receivers: [{name: a, type: file, path: /tmp/x}]
+receivers: [{name: a, type: file, path: /nonexistent-anxin-dir/alerts.jsonl}]
 routes: [{matchers: ['node="x"'], receivers: [b]}])"),
               HasSubstr("no receiver named 'b'"));
   EXPECT_THAT(err(R"(
-receivers: [{name: a, type: file, path: /tmp/x}])"),
+receivers: [{name: a, type: file, path: /nonexistent-anxin-dir/alerts.jsonl}])"),
               HasSubstr("nothing would be delivered"));
   EXPECT_THAT(err(R"(
 receivers: [{name: a, type: webhook, url: "ftp://x"}]
