@@ -9,7 +9,6 @@
 //   const Clock::TimePoint start = clock.Now();
 //   clock.SleepFor(std::chrono::milliseconds(10));
 //   spdlog::info("{} s", ToSeconds(clock.Now() - start));   // >= 0.01, whatever the system clock
-//   did
 //
 // Thread safety: every method may be called from any thread.
 #ifndef ANXIN_BASE_MONOTONIC_CLOCK_H_
