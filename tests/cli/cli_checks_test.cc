@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "anxin/base/testing.h"
-#include "anxin/serve/loadgen/scripted_server_testing.h"
+#include "anxin/loadgen/scripted_server_testing.h"
 
 namespace anxin {
 namespace {
