@@ -14,7 +14,6 @@
 namespace anxin {
 namespace {
 
-using ::anxin::testing::CommandOutput;
 using ::anxin::testing::RunAnxin;
 using ::anxin::testing::TempDir;
 using ::testing::HasSubstr;
