@@ -28,8 +28,9 @@ Result<uint64_t> ParseSize(std::string_view text) {
   }
   auto bytes = ParseBytes(text);
   if (!bytes) {
+    // ParseBytes says why ("size '1MB' is ambiguous: write 1MiB ...").
     return InvalidArgument(fmt::format(
-        "expected a size like 8, 64K, 128M, 1G (K = 1024, as nccl-tests) or 64KiB, got '{}' ({})",
+        "expected a size like 8, 64K, 128M, 1G (K = 1024, as nccl-tests) or 64KiB, got '{}': {}",
         text, bytes.error().message()));
   }
   return *bytes;

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <chrono>
 #include <nlohmann/json.hpp>
 
 #include "anxin/base/time_format.h"
@@ -109,7 +111,11 @@ size_t JsonSize(const json& j) {
 }
 
 // Unix seconds (an alert's starts_at, ends_at) as "2026-12-02T13:28:50Z".
+// A time the payload gives outside what the clock holds (nanoseconds from
+// 1970: years 1678 to 2262) is clamped to that range rather than overflowing.
 std::string UnixSecondsRfc3339(int64_t t) {
+  constexpr int64_t kLimit = 9'000'000'000;  // seconds, about year 2255
+  t = std::clamp<int64_t>(t, -kLimit, kLimit);
   return FormatRfc3339(std::chrono::system_clock::from_time_t(static_cast<time_t>(t)),
                        TimePrecision::kSeconds);
 }
