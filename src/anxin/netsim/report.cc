@@ -13,7 +13,17 @@
 namespace anxin::netsim {
 namespace {
 
-comm::CollOp CommOp(CollKind k) {
+double Percentile(std::vector<double> v, double q) {
+  std::sort(v.begin(), v.end());
+  const size_t i = std::min(v.size() - 1, static_cast<size_t>(q * static_cast<double>(v.size())));
+  return v[i];
+}
+
+std::string Bytes(uint64_t b) { return FormatBytes(b, ByteUnits::kExact); }
+
+}  // namespace
+
+comm::CollOp ToCommOp(CollKind k) {
   switch (k) {
     case CollKind::kAllReduce:
       return comm::CollOp::kAllReduce;
@@ -26,16 +36,6 @@ comm::CollOp CommOp(CollKind k) {
   }
   return comm::CollOp::kAllReduce;
 }
-
-double Percentile(std::vector<double> v, double q) {
-  std::sort(v.begin(), v.end());
-  const size_t i = std::min(v.size() - 1, static_cast<size_t>(q * static_cast<double>(v.size())));
-  return v[i];
-}
-
-std::string Bytes(uint64_t b) { return FormatBytes(b, ByteUnits::kExact); }
-
-}  // namespace
 
 std::vector<comm::CommRun> ToCommRuns(const SimResult& r) {
   std::map<std::tuple<int, int, int>, std::map<uint64_t, std::vector<const CollectiveResult*>>>
@@ -53,7 +53,7 @@ std::vector<comm::CommRun> ToCommRuns(const SimResult& r) {
     run.engine = "sim";
     const auto& sizes = groups[key];
     const CollectiveResult& first = *sizes.begin()->second.front();
-    run.op = CommOp(first.op);
+    run.op = ToCommOp(first.op);
     run.type = comm::DataType::kFloat;
     if (comm::OpReduces(*run.op)) run.redop = comm::RedOp::kSum;
     run.ranks = first.ranks;

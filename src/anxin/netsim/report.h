@@ -26,6 +26,9 @@ namespace anxin::netsim {
 
 // One CommRun per (collective, algorithm, ranks); a row per size, the mean
 // over repeats as the time and p50/p99 when repeated.
+// The comm operation a simulated collective is, for comm's busbw factors and tables.
+comm::CollOp ToCommOp(CollKind k);
+
 std::vector<comm::CommRun> ToCommRuns(const SimResult& r);
 std::string FormatReport(const SimResult& r);
 std::string FormatCompare(const SimResult& a, const SimResult& b);

@@ -11,6 +11,7 @@
 
 #include "anxin/comm/model.h"
 #include "anxin/netsim/collective.h"
+#include "anxin/netsim/report.h"
 #include "anxin/netsim/topology.h"
 
 namespace anxin::netsim {
@@ -664,7 +665,7 @@ class Simulator {
     r.start_us = static_cast<double>(c.start_ps) / 1e6;
     r.time_us = static_cast<double>(now_ - c.start_ps) / 1e6;
     r.algbw = comm::AlgBandwidth(spec.bytes, r.time_us);
-    r.busbw = r.algbw * comm::BusBandwidthFactor(CommOp(spec.op), c.ranks);
+    r.busbw = r.algbw * comm::BusBandwidthFactor(ToCommOp(spec.op), c.ranks);
     r.model_us = model_us_[c.spec_index];
     r.flows = c.flows;
     result_.collectives.push_back(r);
@@ -683,19 +684,6 @@ class Simulator {
       }
       MaybeFinish();
     }
-  }
-  static comm::CollOp CommOp(CollKind k) {
-    switch (k) {
-      case CollKind::kAllReduce:
-        return comm::CollOp::kAllReduce;
-      case CollKind::kAllGather:
-        return comm::CollOp::kAllGather;
-      case CollKind::kReduceScatter:
-        return comm::CollOp::kReduceScatter;
-      case CollKind::kAlltoAll:
-        return comm::CollOp::kAlltoAll;
-    }
-    return comm::CollOp::kAllReduce;
   }
   void MaybeFinish() {
     if (collectives_left_ == 0 && background_left_ == 0) traffic_done_ = true;
