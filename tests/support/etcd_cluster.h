@@ -45,8 +45,8 @@ class EtcdCluster {
     for (int i = 0; i < members; ++i) {
       Member m;
       m.name = "m" + std::to_string(i);
-      m.client_port = PickPort();
-      m.peer_port = PickPort();
+      m.client_port = FreePort();
+      m.peer_port = FreePort();
       members_.push_back(std::move(m));
     }
   }
@@ -119,20 +119,6 @@ class EtcdCluster {
     int peer_port = 0;
     std::unique_ptr<Subprocess> proc;
   };
-
-  static int PickPort() {
-    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    int port = 0;
-    if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
-        ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
-      port = ntohs(a.sin_port);
-    ::close(fd);
-    return port;
-  }
 
   std::optional<nlohmann::json> Status(size_t i) const {
     HttpClient c("127.0.0.1", members_[i].client_port,

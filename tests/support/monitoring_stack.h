@@ -45,21 +45,6 @@ inline constexpr const char* kPromtool = "/usr/bin/promtool";
 inline constexpr const char* kPrometheus = "/usr/bin/prometheus";
 inline constexpr const char* kAlertmanager = "/usr/bin/prometheus-alertmanager";
 
-// A TCP port on 127.0.0.1 nobody listens on right now.
-inline int FreePort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  int port = 0;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
-    port = ntohs(a.sin_port);
-  ::close(fd);
-  return port;
-}
-
 inline std::string UrlEncode(std::string_view s) {
   std::string out;
   for (unsigned char c : s) {

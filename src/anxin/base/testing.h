@@ -29,7 +29,9 @@
 #define ANXIN_BASE_TESTING_H_
 
 #include <gmock/gmock.h>
+#include <netinet/in.h>
 #include <stdlib.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -92,6 +94,21 @@ inline bool WaitFor(const std::function<bool()>& done,
     pause = std::min(pause * 2, std::chrono::milliseconds(20));
   }
   return true;
+}
+
+// A TCP port on 127.0.0.1 nobody listens on right now.
+inline int FreePort() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  int port = 0;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
+    port = ntohs(a.sin_port);
+  ::close(fd);
+  return port;
 }
 
 // The whole file as bytes; "" when it cannot be read (the test's own
