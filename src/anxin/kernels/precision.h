@@ -17,7 +17,7 @@
 //
 //   ANXIN_ASSIGN_OR_RETURN(PrecisionReport r, CheckPrecision("dump/step0/rank0", {}));
 //   std::printf("%s", PrecisionText(r).c_str());
-//   return r.findings.empty() ? 0 : 1;
+//   int exit_code = r.findings.empty() ? 0 : 1;  // what the command exits with
 //
 // Thread safety: all functions are pure.
 #ifndef ANXIN_KERNELS_PRECISION_H_

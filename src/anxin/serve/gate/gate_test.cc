@@ -42,6 +42,9 @@ class ScriptedUpstream {
   int port() const { return server_.port(); }
   int max_active() const { return max_active_.load(); }
   int closed_mid_request() const { return closed_mid_request_.load(); }
+  // Requests for /hang that reached this server (the gate forwards after it
+  // admits, so admission alone does not mean the upstream has the request).
+  int hangs() const { return hangs_.load(); }
 
   static constexpr std::string_view kStreamHead =
       "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nX-Odd:  spaced \r\n"
@@ -77,7 +80,7 @@ class ScriptedUpstream {
         server_.Close(c);
       });
     } else if (path == "/hang") {
-      // Never answers.
+      ++hangs_;  // Never answers.
     } else {
       --active_;
       server_.Respond(c, 200, "text/plain", "ok " + path);
@@ -112,7 +115,7 @@ class ScriptedUpstream {
   net::EventLoop loop_;
   net::StreamServer server_;
   std::thread thread_;
-  std::atomic<int> active_{0}, max_active_{0}, closed_mid_request_{0};
+  std::atomic<int> active_{0}, max_active_{0}, closed_mid_request_{0}, hangs_{0};
 };
 
 GateOptions Options(int upstream_port, int cap, int queue) {
@@ -222,6 +225,7 @@ TEST(Gate, ClientThatLeavesFreesItsSlotAndClosesUpstream) {
   const std::string hang = Post("/hang", "{}");
   ::send(a, hang.data(), hang.size(), MSG_NOSIGNAL);
   ASSERT_TRUE(WaitFor([&] { return gate.Snapshot().in_flight == 1; }, 10s));
+  ASSERT_TRUE(WaitFor([&] { return up.hangs() == 1; }, 10s));
   ::close(a);
   auto b = RunOne(gate.port(), Get("/other"), 8s);
   EXPECT_EQ(b.status, 200);
