@@ -5,15 +5,14 @@
 //   anxin bench serve --url http://127.0.0.1:8000 --model m --concurrency 8
 //   anxin bench serve --rate 20 --dataset sharegpt.json --slo ttft=500ms,tpot=50ms
 //   anxin bench serve --sweep concurrency=1,2,4,8,16 --slo ttft=500ms,tpot=50ms --svg load.svg
-#include <signal.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <string>
 
+#include "anxin/base/stop_token.h"
 #include "anxin/cli/command.h"
 #include "anxin/cli/flag_checks.h"
 #include "anxin/loadgen/bench_command.h"
@@ -22,10 +21,6 @@ namespace anxin::cli {
 namespace {
 
 namespace lg = anxin::loadgen;
-
-// Set by SIGINT/SIGTERM: the run stops and reports what it measured so far.
-std::atomic<bool> g_stop{false};
-void OnStopSignal(int) { g_stop.store(true); }
 
 struct Opts {
   lg::BenchFlags flags;
@@ -55,18 +50,13 @@ int Run(Opts o, const GlobalOptions& g) {
   if (!setup) return ReportError(setup.error());
   const bool tty = ::isatty(STDERR_FILENO) != 0;
   if (!o.no_progress) ShowProgress((*setup)->plan, tty);
-  (*setup)->plan.load.stop = &g_stop;
-  struct sigaction sa {};
-  sa.sa_handler = OnStopSignal;  // no SA_RESTART: the event loop's wait returns at once
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
+  // SIGINT/SIGTERM: the run stops and reports what it measured so far.
+  StopOnSignals stop;
+  (*setup)->plan.load.stop = stop.token();
   auto outcome = lg::RunBenchCommand(**setup, g.json);
-  signal(SIGINT, SIG_DFL);
-  signal(SIGTERM, SIG_DFL);
   if (tty && !o.no_progress) std::fputs("\n", stderr);
   if (!outcome) return ReportError(outcome.error());
-  if (g_stop.load()) {
+  if (stop.stop_requested()) {
     std::fputs(
         "interrupted: reporting the requests measured so far (open ones count as "
         "cancelled)\n",

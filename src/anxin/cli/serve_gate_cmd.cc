@@ -11,7 +11,7 @@
 #include "anxin/base/file.h"
 #include "anxin/cli/command.h"
 #include "anxin/cli/flag_checks.h"
-#include "anxin/cli/serve_wait.h"
+#include "anxin/base/stop_token.h"
 #include "anxin/serve/gate/gate.h"
 
 namespace anxin::cli {

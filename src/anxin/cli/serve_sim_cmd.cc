@@ -12,7 +12,7 @@
 #include "anxin/base/file.h"
 #include "anxin/cli/command.h"
 #include "anxin/cli/flag_checks.h"
-#include "anxin/cli/serve_wait.h"
+#include "anxin/base/stop_token.h"
 #include "anxin/serve/sim/sim_options.h"
 
 namespace anxin::cli {

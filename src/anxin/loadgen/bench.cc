@@ -30,7 +30,7 @@ Result<BenchResult> RunBench(const std::vector<Prompt>& prompts, const BenchPlan
     point.meets = plan.slo.empty() || point.summary.attainment >= plan.attainment_target;
     result.points.push_back(std::move(point));
     result.records.push_back(std::move(run.records));
-    if (plan.load.stop && plan.load.stop->load()) break;  // interrupted: keep what ran
+    if (plan.load.stop.stop_requested()) break;  // interrupted: keep what ran
   }
   return result;
 }

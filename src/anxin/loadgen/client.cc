@@ -23,8 +23,9 @@
 #include <queue>
 
 #include "anxin/base/url.h"
-#include "anxin/loadgen/http_response.h"
 #include "anxin/loadgen/sse.h"
+#include "anxin/net/event_loop.h"
+#include "anxin/net/http_response.h"
 
 namespace anxin::loadgen {
 namespace {
@@ -61,7 +62,7 @@ Result<sockaddr_in> Resolve(const Target& target) {
 class Loop;
 
 // One request in flight: receives the response body and its events.
-struct Active final : BodySink, SseSink {
+struct Active final : net::BodySink, SseSink {
   Loop* loop = nullptr;
   int64_t rec = -1;
   int64_t deadline_ns = 0;
@@ -77,17 +78,19 @@ struct Active final : BodySink, SseSink {
   std::string error, detail;  // the first failure seen inside the body
   int attempts = 0;
 
+  void OnHead(const net::ResponseHead& head) override;
   void OnBody(std::string_view bytes) override;
   void OnEvent(std::string_view data) override;
 };
 
 struct Conn {
   int fd = -1;
-  uint64_t id = 0;  // unique per connection, unlike fd
+  uint64_t id = 0;     // unique per connection, unlike fd
+  uint64_t watch = 0;  // the event loop's watch of fd
   enum class State { kConnecting, kWriting, kReading, kIdle } state = State::kConnecting;
   std::string out;
   size_t out_off = 0;
-  ResponseParser parser;
+  net::ResponseReader parser;
   bool reused = false;
   bool got_bytes = false;
   std::unique_ptr<Active> active;
@@ -123,10 +126,16 @@ class Loop {
   void Cancel();
   std::string BuildRequest(const Prompt& p) const;
 
+  // Per round of the event loop: what became due, the stop flag, progress;
+  // returns when the loop must wake next.
+  int64_t Round();
+
   const std::vector<Prompt>& prompts_;
   const LoadOptions& o_;
   sockaddr_in addr_;
-  int epfd_ = -1;
+  net::EventLoop loop_;
+  int64_t next_progress_ = 0;
+  int64_t stop_at_ = -1;
   int64_t start_ = 0;
   int64_t now_ = 0;
   std::vector<RequestRecord> records_;
@@ -148,6 +157,13 @@ class Loop {
   LoopStats stats_;
   std::vector<char> buf_ = std::vector<char>(256 * 1024);
 };
+
+void Active::OnHead(const net::ResponseHead& head) {
+  RequestRecord& r = loop->record(rec);
+  r.http_status = head.status;
+  mode_set = true;
+  streaming = head.status / 100 == 2 && head.MediaType() == "text/event-stream";
+}
 
 void Active::OnBody(std::string_view bytes) {
   if (streaming) {
@@ -198,7 +214,6 @@ Loop::~Loop() {
   for (auto& c : conns_) {
     if (c && c->fd >= 0) ::close(c->fd);
   }
-  if (epfd_ >= 0) ::close(epfd_);
 }
 
 std::string Loop::BuildRequest(const Prompt& p) const {
@@ -229,10 +244,10 @@ Conn* Loop::OpenConn(int64_t rec, std::string* error) {
     return nullptr;
   }
   conn->state = rc == 0 ? Conn::State::kWriting : Conn::State::kConnecting;
-  epoll_event ev{};
-  ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
-  ev.data.fd = fd;
-  if (::epoll_ctl(epfd_, EPOLL_CTL_ADD, fd, &ev) < 0) {
+  Conn* raw = conn.get();
+  conn->watch = loop_.Watch(fd, EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET,
+                            [this, raw](uint32_t events) { OnEvent(raw, events); });
+  if (conn->watch == 0) {
     *error = fmt::format("epoll_ctl: {}", std::strerror(errno));
     ::close(fd);
     return nullptr;
@@ -362,39 +377,11 @@ void Loop::TryRead(Conn* c) {
     }
     c->got_bytes = true;
     Active& a = *c->active;
-    std::string_view data(buf_.data(), static_cast<size_t>(n));
-    if (!c->parser.headers_done()) {
-      // Feed up to the end of the headers first so that the body is routed
-      // by status and content type.
-      struct NoBody : BodySink {
-        void OnBody(std::string_view) override {}
-      };
-      // The header section ends at the first blank line; feed byte runs
-      // until the parser says the headers are done.
-      size_t fed = 0;
-      while (fed < data.size() && !c->parser.headers_done()) {
-        size_t nl = data.find('\n', fed);
-        size_t upto = nl == std::string_view::npos ? data.size() : nl + 1;
-        NoBody none;
-        if (auto s = c->parser.Feed(data.substr(fed, upto - fed), none); !s) {
-          Fail(c, "malformed_http", s.error().message());
-          return;
-        }
-        fed = upto;
-      }
-      data.remove_prefix(fed);
-      if (c->parser.headers_done()) {
-        RequestRecord& r = record(a.rec);
-        r.http_status = c->parser.status();
-        a.mode_set = true;
-        a.streaming = r.http_status / 100 == 2 && c->parser.content_type() == "text/event-stream";
-      }
-    }
-    if (!data.empty() || (c->parser.headers_done() && !c->parser.done())) {
-      if (auto s = c->parser.Feed(data, a); !s) {
-        Fail(c, "malformed_http", s.error().message());
-        return;
-      }
+    // The head reaches a.OnHead first, which routes the body by status and
+    // content type.
+    if (auto st = c->parser.Feed(std::string_view(buf_.data(), static_cast<size_t>(n)), a); !st) {
+      Fail(c, "malformed_http", st.error().message());
+      return;
     }
     if (!a.error.empty()) {
       Fail(c, a.error, a.detail);
@@ -509,7 +496,8 @@ void Loop::Finish(Conn* c, bool reuse) {
 
 void Loop::CloseConn(Conn* c) {
   int fd = c->fd;
-  ::close(fd);  // also leaves the epoll set
+  loop_.Unwatch(c->watch);
+  ::close(fd);
   conns_[static_cast<size_t>(fd)].reset();
 }
 
@@ -547,6 +535,7 @@ void Loop::Cancel() {
 }
 
 void Loop::OnEvent(Conn* c, uint32_t events) {
+  Tick();
   if (c->state == Conn::State::kConnecting) {
     if (!(events & (EPOLLOUT | EPOLLERR | EPOLLHUP))) return;
     int err = 0;
@@ -569,6 +558,42 @@ void Loop::OnEvent(Conn* c, uint32_t events) {
     if (!conns_[static_cast<size_t>(fd)] || conns_[static_cast<size_t>(fd)]->id != id) return;
   }
   if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) TryRead(c);
+}
+
+int64_t Loop::Round() {
+  Tick();
+  if (stop_at_ >= 0 && now_ >= stop_at_ && limit_ > next_) limit_ = next_;
+  if (o_.stop.stop_requested()) Cancel();
+  if (o_.arrivals.open_loop()) {
+    while (next_ < limit_ && offsets_ns_[static_cast<size_t>(next_)] <= now_) {
+      record(next_).due_ns = offsets_ns_[static_cast<size_t>(next_)];
+      waiting_.push_back(next_++);
+    }
+  }
+  StartNext();
+  while (!deadlines_.empty() && deadlines_.top().first <= now_) {
+    int64_t rec = deadlines_.top().second;
+    deadlines_.pop();
+    Conn* c = conn_of_rec_[static_cast<size_t>(rec)];
+    if (c) {
+      Fail(c, "timeout", fmt::format("no complete response {:g} s after sending", o_.timeout_s));
+    }
+  }
+  if (o_.progress && now_ >= next_progress_) {
+    o_.progress({now_ * 1e-9, limit_, next_, finished_, failed_, open_});
+    next_progress_ = now_ + static_cast<int64_t>(o_.progress_interval_s * 1e9);
+  }
+  if (next_ >= limit_ && open_ == 0 && waiting_.empty()) {
+    loop_.Stop();
+    return std::numeric_limits<int64_t>::max();
+  }
+  int64_t wake = next_progress_;
+  if (!deadlines_.empty()) wake = std::min(wake, deadlines_.top().first);
+  if (o_.arrivals.open_loop() && next_ < limit_) {
+    wake = std::min(wake, offsets_ns_[static_cast<size_t>(next_)]);
+  }
+  if (stop_at_ >= 0 && limit_ > next_) wake = std::min(wake, stop_at_);
+  return wake;
 }
 
 Result<RunResult> Loop::Run() {
@@ -595,70 +620,27 @@ Result<RunResult> Loop::Run() {
   if (!o_.keep_alive) request_head_ += "Connection: close\r\n";
   for (const auto& [k, v] : o_.headers) request_head_ += k + ": " + v + "\r\n";
 
-  epfd_ = ::epoll_create1(EPOLL_CLOEXEC);
-  if (epfd_ < 0) return Internal(fmt::format("epoll_create1: {}", std::strerror(errno)));
-
+  ANXIN_TRY(loop_.Init());
   double cpu0 = ThreadCpuSeconds();
   start_ = MonotonicNs();
   now_ = 0;
   // Without a progress callback nothing is due then: the loop sleeps until a
   // socket, an arrival or a deadline needs it.
-  int64_t next_progress = o_.progress ? static_cast<int64_t>(o_.progress_interval_s * 1e9)
-                                      : std::numeric_limits<int64_t>::max();
-  const int64_t stop_at = o_.duration_s > 0 ? static_cast<int64_t>(o_.duration_s * 1e9) : -1;
-  std::vector<epoll_event> events(1024);
-  while (true) {
-    Tick();
-    if (stop_at >= 0 && now_ >= stop_at && limit_ > next_) limit_ = next_;
-    if (o_.stop && o_.stop->load(std::memory_order_relaxed)) Cancel();
-    if (o_.arrivals.open_loop()) {
-      while (next_ < limit_ && offsets_ns_[static_cast<size_t>(next_)] <= now_) {
-        record(next_).due_ns = offsets_ns_[static_cast<size_t>(next_)];
-        waiting_.push_back(next_++);
-      }
-    }
-    StartNext();
-    while (!deadlines_.empty() && deadlines_.top().first <= now_) {
-      int64_t rec = deadlines_.top().second;
-      deadlines_.pop();
-      Conn* c = conn_of_rec_[static_cast<size_t>(rec)];
-      if (c) {
-        Fail(c, "timeout", fmt::format("no complete response {:g} s after sending", o_.timeout_s));
-      }
-    }
-    if (o_.progress && now_ >= next_progress) {
-      o_.progress({now_ * 1e-9, limit_, next_, finished_, failed_, open_});
-      next_progress = now_ + static_cast<int64_t>(o_.progress_interval_s * 1e9);
-    }
-    if (next_ >= limit_ && open_ == 0 && waiting_.empty()) break;
-    int64_t wake = next_progress;
-    if (!deadlines_.empty()) wake = std::min(wake, deadlines_.top().first);
-    if (o_.arrivals.open_loop() && next_ < limit_) {
-      wake = std::min(wake, offsets_ns_[static_cast<size_t>(next_)]);
-    }
-    if (stop_at >= 0 && limit_ > next_) wake = std::min(wake, stop_at);
-    int64_t wait_ns = std::clamp<int64_t>(wake - now_, 0, int64_t{3600} * 1000000000);
-    timespec ts{static_cast<time_t>(wait_ns / 1000000000), static_cast<long>(wait_ns % 1000000000)};
-    int got = ::epoll_pwait2(epfd_, events.data(), static_cast<int>(events.size()), &ts, nullptr);
-    if (got < 0) {
-      if (errno == EINTR) continue;
-      if (errno == ENOSYS) {
-        got = ::epoll_wait(epfd_, events.data(), static_cast<int>(events.size()),
-                           static_cast<int>((wait_ns + 999999) / 1000000));
-      }
-      if (got < 0) {
-        if (errno == EINTR) continue;
-        return Internal(fmt::format("epoll_wait: {}", std::strerror(errno)));
-      }
-    }
-    ++stats_.wakeups;
-    Tick();
-    for (int i = 0; i < got; ++i) {
-      int fd = events[static_cast<size_t>(i)].data.fd;
-      if (static_cast<size_t>(fd) >= conns_.size() || !conns_[static_cast<size_t>(fd)]) continue;
-      OnEvent(conns_[static_cast<size_t>(fd)].get(), events[static_cast<size_t>(i)].events);
-    }
-  }
+  next_progress_ = o_.progress ? static_cast<int64_t>(o_.progress_interval_s * 1e9)
+                               : std::numeric_limits<int64_t>::max();
+  stop_at_ = o_.duration_s > 0 ? static_cast<int64_t>(o_.duration_s * 1e9) : -1;
+  const net::EventLoop::Clock::time_point start{std::chrono::nanoseconds(start_)};
+  loop_.SetRoundHook([this, start] {
+    const int64_t wake = Round();
+    if (wake == std::numeric_limits<int64_t>::max())
+      return net::EventLoop::Clock::time_point::max();
+    return start + std::chrono::nanoseconds(wake);
+  });
+  // A stop from another thread wakes the loop; its round sees the request.
+  std::stop_callback wake(o_.stop, [this] { loop_.Post([] {}); });
+  loop_.Run();
+  if (!loop_.run_status()) return std::unexpected(loop_.run_status().error());
+  stats_.wakeups = static_cast<int64_t>(loop_.wakeups());
   RunResult result;
   stats_.cpu_s = ThreadCpuSeconds() - cpu0;
   stats_.wall_s = (MonotonicNs() - start_) * 1e-9;
@@ -713,11 +695,7 @@ Status ProbeServer(const Target& target, double timeout_s) {
 
 Result<RunResult> RunLoad(const std::vector<Prompt>& prompts, const LoadOptions& options) {
   ANXIN_ASSIGN_OR_RETURN(sockaddr_in addr, Resolve(options.target));
-  rlimit lim{};
-  if (getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur < lim.rlim_max) {
-    lim.rlim_cur = lim.rlim_max;
-    setrlimit(RLIMIT_NOFILE, &lim);
-  }
+  net::RaiseOpenFileLimit();
   Loop loop(prompts, options, addr);
   return loop.Run();
 }

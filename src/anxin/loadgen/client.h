@@ -13,8 +13,8 @@
 //   ANXIN_ASSIGN_OR_RETURN(RunResult run, RunLoad(prompts, o));
 //   Summary s = Summarize(run.records, run.duration_s, slo);
 //
-// A signal interrupts the wait (epoll), so a stop flag set from a signal
-// handler is seen at once.
+// A stop requested on options.stop (by StopOnSignals' watcher on Ctrl-C, say)
+// wakes the loop at once.
 //
 // Failures of single requests (refused connections, timeouts, dropped
 // streams, 5xx, malformed HTTP or SSE) are recorded in their RequestRecord and
@@ -34,6 +34,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <stop_token>
 #include <string>
 #include <utility>
 #include <vector>
@@ -82,9 +83,9 @@ struct LoadOptions {
   const Tokenizer* tokenizer = nullptr;
   std::function<void(const Progress&)> progress{};
   double progress_interval_s = 1;
-  // When set (from a signal handler, say), the run stops sending, ends the
-  // open requests as "cancelled" and returns what it has. Not owned.
-  const std::atomic<bool>* stop = nullptr;
+  // When requested (from any thread), the run stops sending, ends the open
+  // requests as "cancelled" and returns what it has.
+  std::stop_token stop{};
 };
 
 // The client's own cost, to show it was not the bottleneck.

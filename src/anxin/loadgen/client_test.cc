@@ -7,6 +7,10 @@
 #include <gtest/gtest.h>
 #include <sys/socket.h>
 
+#include <chrono>
+#include <stop_token>
+#include <thread>
+
 #include "anxin/base/testing.h"
 #include "anxin/loadgen/bench.h"
 #include "anxin/loadgen/scripted_server_testing.h"
@@ -313,14 +317,39 @@ TEST(Client, StopEndsOpenRequestsAsCancelled) {
     s.end = Script::End::kHang;
     return s;
   });
-  std::atomic<bool> stop{false};
+  std::stop_source stop;
   LoadOptions o = Options(server, 4);
   o.timeout_s = 60;
-  o.stop = &stop;
+  o.stop = stop.get_token();
   o.progress_interval_s = 0.01;
   o.progress = [&](const Progress& p) {
-    if (p.open == 4) stop = true;
+    if (p.open == 4) stop.request_stop();
   };
+  auto run = RunLoad(Prompts(100), o);
+  ASSERT_THAT(run, IsOk());
+  ASSERT_EQ(run->records.size(), 4u);
+  for (const RequestRecord& r : run->records) EXPECT_EQ(r.error, "cancelled");
+  EXPECT_LT(run->loop.wall_s, 30);
+}
+
+TEST(Client, AStopFromAnotherThreadWakesASleepingLoop) {
+  // No progress callback and a 60 s deadline: the loop sleeps in epoll until
+  // the stop (requested by another thread, as the signal watcher of
+  // StopOnSignals does) wakes it.
+  ScriptedServer server([](const ScriptedRequest&) {
+    Script s;
+    s.steps.push_back({0, SseHead() + HttpChunk(CompletionChunk("x"))});
+    s.end = Script::End::kHang;
+    return s;
+  });
+  std::stop_source stop;
+  LoadOptions o = Options(server, 4);
+  o.timeout_s = 60;
+  o.stop = stop.get_token();
+  std::jthread stopper([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    stop.request_stop();
+  });
   auto run = RunLoad(Prompts(100), o);
   ASSERT_THAT(run, IsOk());
   ASSERT_EQ(run->records.size(), 4u);

@@ -1,5 +1,5 @@
 // libFuzzer target: an HTTP response as a server might send it, split into
-// reads at fuzzer-chosen points, through the response parser, the SSE parser
+// reads at fuzzer-chosen points, through net's response reader, the SSE parser
 // and the chunk decoder of every API, as the client's loop drives them; and
 // the chunk decoder's fast scanner against its full JSON parser.
 #include <cstddef>
@@ -7,14 +7,14 @@
 #include <string_view>
 
 #include "anxin/loadgen/api.h"
-#include "anxin/loadgen/http_response.h"
 #include "anxin/loadgen/sse.h"
+#include "anxin/net/http_response.h"
 
 namespace {
 
 using namespace anxin::loadgen;
 
-struct Sink final : BodySink, SseSink {
+struct Sink final : anxin::net::BodySink, SseSink {
   SseParser sse;
   bool sse_failed = false;
   size_t events = 0;
@@ -55,7 +55,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   size_t step = static_cast<size_t>(data[0] & 0x7f) + 1;
-  ResponseParser parser;
+  anxin::net::ResponseReader parser;
   bool failed = false;
   for (size_t i = 0; i < input.size() && !failed; i += step) {
     if (!parser.Feed(input.substr(i, step), sink)) failed = true;

@@ -1,4 +1,5 @@
-// Tests of the HTTP response and SSE parsers and of the API chunk decoding.
+// Tests of the SSE parser and of the API chunk decoding (the HTTP response
+// reader is net's: net/http_response_test.cc).
 #include <gtest/gtest.h>
 
 #include <string>
@@ -6,7 +7,6 @@
 
 #include "anxin/base/testing.h"
 #include "anxin/loadgen/api.h"
-#include "anxin/loadgen/http_response.h"
 #include "anxin/loadgen/sse.h"
 
 namespace anxin::loadgen {
@@ -17,132 +17,10 @@ using ::anxin::testing::IsOk;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-struct Collect : BodySink, SseSink {
-  std::string body;
+struct Collect : SseSink {
   std::vector<std::string> events;
-  void OnBody(std::string_view b) override { body.append(b); }
   void OnEvent(std::string_view d) override { events.emplace_back(d); }
 };
-
-// Feeds text in pieces of `step` bytes (1 = byte by byte).
-Status FeedInPieces(ResponseParser& p, std::string_view text, size_t step, Collect& sink) {
-  for (size_t i = 0; i < text.size(); i += step) {
-    ANXIN_TRY(p.Feed(text.substr(i, step), sink));
-  }
-  return Ok();
-}
-
-TEST(ResponseParser, ContentLengthBodyInAnySplit) {
-  std::string resp =
-      "HTTP/1.1 200 OK\r\nContent-Type: application/json; charset=utf-8\r\n"
-      "Content-Length: 11\r\n\r\nhello world";
-  for (size_t step : {1u, 2u, 7u, 1000u}) {
-    ResponseParser p;
-    Collect c;
-    ASSERT_THAT(FeedInPieces(p, resp, step, c), IsOk()) << step;
-    EXPECT_TRUE(p.done());
-    EXPECT_EQ(p.status(), 200);
-    EXPECT_EQ(p.content_type(), "application/json");
-    EXPECT_TRUE(p.keep_alive());
-    EXPECT_EQ(c.body, "hello world");
-  }
-}
-
-TEST(ResponseParser, ChunkedBodyWithExtensionsAndTrailers) {
-  std::string resp =
-      "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
-      "5;ext=1\r\nhello\r\n6\r\n world\r\n0\r\nX-Trailer: 1\r\n\r\n";
-  for (size_t step : {1u, 3u, 1000u}) {
-    ResponseParser p;
-    Collect c;
-    ASSERT_THAT(FeedInPieces(p, resp, step, c), IsOk());
-    EXPECT_TRUE(p.done());
-    EXPECT_EQ(c.body, "hello world");
-    EXPECT_EQ(p.body_bytes(), 11u);
-  }
-}
-
-TEST(ResponseParser, CloseDelimitedBodyEndsAtFinish) {
-  ResponseParser p;
-  Collect c;
-  ASSERT_THAT(p.Feed("HTTP/1.0 200 OK\r\n\r\nabc", c), IsOk());
-  EXPECT_FALSE(p.done());
-  EXPECT_FALSE(p.keep_alive());
-  ASSERT_THAT(p.Finish(), IsOk());
-  EXPECT_TRUE(p.done());
-  EXPECT_EQ(c.body, "abc");
-}
-
-TEST(ResponseParser, ConnectionCloseAndInterimResponses) {
-  ResponseParser p;
-  Collect c;
-  ASSERT_THAT(p.Feed("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 503 Busy\r\nConnection: close\r\n"
-                     "Content-Length: 2\r\n\r\nno",
-                     c),
-              IsOk());
-  EXPECT_TRUE(p.done());
-  EXPECT_EQ(p.status(), 503);
-  EXPECT_FALSE(p.keep_alive());
-  EXPECT_EQ(c.body, "no");
-}
-
-TEST(ResponseParser, TruncatedBodiesAreDataLoss) {
-  {
-    ResponseParser p;
-    Collect c;
-    ASSERT_THAT(p.Feed("HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc", c), IsOk());
-    EXPECT_THAT(p.Finish(), HasCode(ErrorCode::kDataLoss, HasSubstr("3 of 10 body bytes")));
-  }
-  {
-    ResponseParser p;
-    Collect c;
-    ASSERT_THAT(p.Feed("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nab", c), IsOk());
-    EXPECT_THAT(p.Finish(), HasCode(ErrorCode::kDataLoss, HasSubstr("chunked body")));
-  }
-  {
-    ResponseParser p;
-    EXPECT_THAT(p.Finish(), HasCode(ErrorCode::kDataLoss, HasSubstr("before any response")));
-  }
-}
-
-TEST(ResponseParser, MalformedInputIsRejected) {
-  const char* bad[] = {
-      "HELLO\r\n",
-      "HTTP/1.1 2x0 OK\r\n",
-      "HTTP/1.1 200 OK\r\nno colon here\r\n",
-      "HTTP/1.1 200 OK\r\nContent-Length: -5\r\n",
-      "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 6\r\n",
-      "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
-      "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nabXY",
-      "HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nab",
-  };
-  for (const char* text : bad) {
-    ResponseParser p;
-    Collect c;
-    EXPECT_THAT(p.Feed(text, c), HasCode(ErrorCode::kDataLoss)) << text;
-    // Stays failed.
-    EXPECT_THAT(p.Feed("x", c), HasCode(ErrorCode::kDataLoss));
-  }
-}
-
-TEST(ResponseParser, HeaderSectionIsBounded) {
-  ResponseParser p;
-  Collect c;
-  ASSERT_THAT(p.Feed("HTTP/1.1 200 OK\r\n", c), IsOk());
-  std::string big(ResponseParser::kMaxHeaderBytes, 'a');
-  EXPECT_THAT(p.Feed("X: " + big, c), HasCode(ErrorCode::kDataLoss, HasSubstr("header section")));
-}
-
-TEST(ResponseParser, ResetReadsTheNextResponse) {
-  ResponseParser p;
-  Collect c;
-  ASSERT_THAT(p.Feed("HTTP/1.1 204 No Content\r\n\r\n", c), IsOk());
-  EXPECT_TRUE(p.done());
-  p.Reset();
-  ASSERT_THAT(p.Feed("HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nz", c), IsOk());
-  EXPECT_TRUE(p.done());
-  EXPECT_EQ(c.body, "z");
-}
 
 TEST(SseParser, EventsAcrossArbitrarySplitsAndLineEndings) {
   std::string stream =

@@ -3,8 +3,10 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 
 namespace anxin::net {
@@ -99,18 +101,37 @@ void EventLoop::Run() {
   running_.store(true);
   std::vector<epoll_event> events(256);
   while (!stop_.load()) {
-    int timeout_ms = -1;
-    if (!timer_order_.empty()) {
-      const auto wait = timer_order_.begin()->first - Clock::now();
-      // Round up so a timer is never woken for early.
-      timeout_ms =
-          wait <= Clock::duration::zero()
-              ? 0
-              : static_cast<int>(std::chrono::ceil<std::chrono::milliseconds>(wait).count());
+    Clock::time_point until = round_hook_ ? round_hook_() : Clock::time_point::max();
+    if (stop_.load()) break;
+    if (!timer_order_.empty()) until = std::min(until, timer_order_.begin()->first);
+    int n = 0;
+    const int size = static_cast<int>(events.size());
+    Clock::duration wait = Clock::duration::max();
+    if (until != Clock::time_point::max()) {
+      wait = std::clamp<Clock::duration>(until - Clock::now(), Clock::duration::zero(),
+                                         std::chrono::hours(1));
     }
-    const int n =
-        ::epoll_wait(epoll_fd_, events.data(), static_cast<int>(events.size()), timeout_ms);
-    if (n < 0 && errno != EINTR) break;
+    if (!no_pwait2_) {
+      const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(wait).count();
+      timespec ts{static_cast<time_t>(ns / 1000000000), static_cast<long>(ns % 1000000000)};
+      n = ::epoll_pwait2(epoll_fd_, events.data(), size,
+                         wait == Clock::duration::max() ? nullptr : &ts, nullptr);
+      if (n < 0 && errno == ENOSYS) no_pwait2_ = true;
+    }
+    if (no_pwait2_) {
+      // Round up so a timer is never woken for early.
+      const int ms =
+          wait == Clock::duration::max()
+              ? -1
+              : static_cast<int>(std::chrono::ceil<std::chrono::milliseconds>(wait).count());
+      n = ::epoll_wait(epoll_fd_, events.data(), size, ms);
+    }
+    if (n < 0) {
+      if (errno == EINTR) continue;  // the round hook sees what the signal set
+      run_status_ = std::unexpected(ErrnoError(errno, "epoll_wait"));
+      break;
+    }
+    ++wakeups_;
     for (int i = 0; i < n; ++i) {
       const uint64_t id = events[i].data.u64;
       if (id == 0) {
@@ -134,8 +155,7 @@ void EventLoop::Run() {
       timers_.erase(it);
       fn();
     }
-    if (n == static_cast<int>(events.size()) && events.size() < 8192)
-      events.resize(events.size() * 2);
+    if (n == size && events.size() < 8192) events.resize(events.size() * 2);
   }
   RunPosted();
   running_.store(false);

@@ -80,10 +80,22 @@ class EventLoop {
     if (result.wait_for(timeout) != std::future_status::ready) return std::nullopt;
     return result.get();
   }
-  // Runs until Stop.
+  // Called at the start of every round, on the loop's thread, before the loop
+  // waits: the owner's per-round work (what became due, a stop flag a signal
+  // handler set -- a signal interrupts the wait, so it is seen at once). It
+  // returns the latest time the loop may sleep until (Clock::time_point::max():
+  // no limit of its own) and may call Stop.
+  void SetRoundHook(std::function<Clock::time_point()> hook) { round_hook_ = std::move(hook); }
+
+  // Runs until Stop. Waits have nanosecond resolution (epoll_pwait2, or
+  // epoll_wait rounded up to milliseconds on kernels without it). Returns
+  // early only when the wait itself fails; run_status() then says why.
   void Run();
   void Stop();
   bool Running() const { return running_.load(); }
+  const Status& run_status() const { return run_status_; }
+  // Waits that returned (events, timers or a signal): a client's own cost.
+  uint64_t wakeups() const { return wakeups_; }
 
  private:
   struct Watched {
@@ -105,6 +117,10 @@ class EventLoop {
   std::vector<std::function<void()>> posted_;
   std::atomic<bool> stop_{false};
   std::atomic<bool> running_{false};
+  std::function<Clock::time_point()> round_hook_;
+  Status run_status_;
+  uint64_t wakeups_ = 0;
+  bool no_pwait2_ = false;
 };
 
 // Raises the soft limit of open files to the hard limit (a server holding

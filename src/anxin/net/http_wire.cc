@@ -140,6 +140,10 @@ std::optional<std::string_view> RequestHead::Find(std::string_view name) const {
 std::optional<std::string_view> ResponseHead::Find(std::string_view name) const {
   return FindHeader(headers, name);
 }
+std::string ResponseHead::MediaType() const {
+  auto ct = Find("content-type");
+  return ct ? ToLower(Trim(ct->substr(0, ct->find(';')))) : std::string();
+}
 
 WireStatus ParseRequestHead(std::string_view in, size_t max_bytes, RequestHead* head,
                             size_t* used) {
@@ -225,6 +229,17 @@ WireStatus ParseResponseHead(std::string_view in, size_t max_bytes, ResponseHead
 }
 
 WireStatus ChunkedDecoder::Feed(std::string_view in, size_t* consumed, std::string* payload) {
+  return Decode(in, consumed, [payload](std::string_view d) {
+    if (payload) payload->append(d);
+  });
+}
+
+WireStatus ChunkedDecoder::Feed(std::string_view in, size_t* consumed, BodySink& sink) {
+  return Decode(in, consumed, [&sink](std::string_view d) { sink.OnBody(d); });
+}
+
+template <typename OnData>
+WireStatus ChunkedDecoder::Decode(std::string_view in, size_t* consumed, OnData on_data) {
   size_t i = 0;
   while (i < in.size() && state_ != State::kDone) {
     const char c = in[i];
@@ -238,26 +253,26 @@ WireStatus ChunkedDecoder::Feed(std::string_view in, size_t* consumed, std::stri
         else if (c >= 'A' && c <= 'F')
           digit = c - 'A' + 10;
         if (digit >= 0 && !in_extension_) {
-          if (++size_digits_ > 15) return *consumed = i, WireStatus::kBad;
+          if (++size_digits_ > 15) return Bad("chunk size of more than 15 hex digits", i, consumed);
           remaining_ = remaining_ * 16 + digit;
         } else if (c == ';' || c == ' ' || c == '\t' || in_extension_) {
-          if (size_digits_ == 0) return *consumed = i, WireStatus::kBad;
+          if (size_digits_ == 0) return Bad("chunk-size line without a size", i, consumed);
           if (c == '\r') {
             state_ = State::kSizeLineEnd;
           } else {
             in_extension_ = true;
-            if (++line_bytes_ > 4096) return *consumed = i, WireStatus::kBad;
+            if (++line_bytes_ > 4096) return Bad("chunk-size line longer than 4 KiB", i, consumed);
           }
         } else if (c == '\r' && size_digits_ > 0) {
           state_ = State::kSizeLineEnd;
         } else {
-          return *consumed = i, WireStatus::kBad;
+          return Bad("bad chunk size (not a hex digit)", i, consumed);
         }
         ++i;
         break;
       }
       case State::kSizeLineEnd:
-        if (c != '\n') return *consumed = i, WireStatus::kBad;
+        if (c != '\n') return Bad("chunk-size line not ended by CRLF", i, consumed);
         ++i;
         size_digits_ = 0;
         line_bytes_ = 0;
@@ -267,7 +282,7 @@ WireStatus ChunkedDecoder::Feed(std::string_view in, size_t* consumed, std::stri
         break;
       case State::kData: {
         const size_t n = std::min<uint64_t>(remaining_, in.size() - i);
-        if (payload) payload->append(in.substr(i, n));
+        on_data(in.substr(i, n));
         remaining_ -= n;
         total_ += n;
         i += n;
@@ -275,12 +290,12 @@ WireStatus ChunkedDecoder::Feed(std::string_view in, size_t* consumed, std::stri
         break;
       }
       case State::kDataCr:
-        if (c != '\r') return *consumed = i, WireStatus::kBad;
+        if (c != '\r') return Bad("chunk data longer than its size (expected CRLF)", i, consumed);
         ++i;
         state_ = State::kDataLf;
         break;
       case State::kDataLf:
-        if (c != '\n') return *consumed = i, WireStatus::kBad;
+        if (c != '\n') return Bad("chunk data not ended by CRLF", i, consumed);
         ++i;
         state_ = State::kSize;
         break;
@@ -291,7 +306,7 @@ WireStatus ChunkedDecoder::Feed(std::string_view in, size_t* consumed, std::stri
           trailer_line_len_ = 0;
         } else if (c != '\r') {
           ++trailer_line_len_;
-          if (++line_bytes_ > 8192) return *consumed = i, WireStatus::kBad;
+          if (++line_bytes_ > 8192) return Bad("trailer section longer than 8 KiB", i, consumed);
         }
         break;
       case State::kDone:

@@ -58,6 +58,8 @@ struct ResponseHead {
   bool keep_alive = true;
   std::string error;
   std::optional<std::string_view> Find(std::string_view name) const;
+  // Content-Type without parameters, in lower case ("text/event-stream"), or "".
+  std::string MediaType() const;
 };
 
 // Parses a head that ends with an empty line. *used: bytes of the head.
@@ -66,17 +68,38 @@ WireStatus ParseRequestHead(std::string_view in, size_t max_bytes, RequestHead* 
 WireStatus ParseResponseHead(std::string_view in, size_t max_bytes, ResponseHead* head,
                              size_t* used);
 
+// Receives a response body piece by piece (framing removed), as slices of
+// what was read: nothing is copied. OnHead comes once, before the first body
+// byte, so that a sink can route the body by status and content type.
+class BodySink {
+ public:
+  virtual ~BodySink() = default;
+  virtual void OnHead(const ResponseHead& /*head*/) {}
+  virtual void OnBody(std::string_view bytes) = 0;
+};
+
 // Decodes a chunked body incrementally: Feed returns the bytes it consumed
 // from in (all of it unless the body ended inside) and appends the payload to
-// *payload when given.
+// *payload when given, or hands it to sink as slices of in. After kBad,
+// error() says what was wrong.
 class ChunkedDecoder {
  public:
   WireStatus Feed(std::string_view in, size_t* consumed, std::string* payload = nullptr);
+  WireStatus Feed(std::string_view in, size_t* consumed, BodySink& sink);
   bool done() const { return state_ == State::kDone; }
   uint64_t payload_bytes() const { return total_; }
+  const char* error() const { return error_; }
 
  private:
   enum class State { kSize, kSizeLineEnd, kData, kDataCr, kDataLf, kTrailer, kDone };
+  template <typename OnData>
+  WireStatus Decode(std::string_view in, size_t* consumed, OnData on_data);
+  WireStatus Bad(const char* why, size_t at, size_t* consumed) {
+    error_ = why;
+    *consumed = at;
+    return WireStatus::kBad;
+  }
+  const char* error_ = "";
   State state_ = State::kSize;
   uint64_t remaining_ = 0, total_ = 0;
   int size_digits_ = 0;
