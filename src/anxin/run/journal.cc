@@ -1,5 +1,6 @@
 #include "anxin/run/journal.h"
 
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -7,6 +8,7 @@
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
+#include <map>
 
 #include "anxin/base/file.h"
 #include "anxin/base/time_format.h"
@@ -203,6 +205,73 @@ Result<std::vector<Incident>> ReadIncidents(const std::string& state_dir) {
   std::stable_sort(out.begin(), out.end(), [](const Incident& a, const Incident& b) {
     return a.fault.wall < b.fault.wall;
   });
+  return out;
+}
+
+namespace {
+
+std::string StepOrDash(int64_t step) { return step >= 0 ? "step " + std::to_string(step) : "-"; }
+
+// A multi-node recovery: the generation, who opened it, the agreed step and
+// each node's times, under the incident's row.
+std::string FormatClusterView(const ClusterView& c) {
+  std::string out = fmt::format(
+      "  cluster: generation {} opened by {} ({}), {} node(s), agreed step {}", c.generation,
+      c.fault_node.empty() ? "-" : c.fault_node, c.fault_class.empty() ? "-" : c.fault_class,
+      c.nnodes, c.agreed_step >= 0 ? std::to_string(c.agreed_step) : "none (from scratch)");
+  if (c.store_pauses > 0) out += fmt::format(", {} store pause(s)", c.store_pauses);
+  out += "\n";
+  for (const ClusterNodeTimes& n : c.nodes) {
+    out += fmt::format("    {:<16} rank {:<3} ready {:7.2f}s  barrier {:6.2f}s  newest intact {}\n",
+                       n.node, n.node_rank, n.ready_seconds, n.barrier_seconds,
+                       StepOrDash(n.newest_verified));
+  }
+  return out;
+}
+
+// One incident's row: the phases in playbook order, seconds each.
+std::string FormatIncidentRow(const Incident& in) {
+  static constexpr const char* kPhases[] = {"stop_ranks",     "clear_device_memory", "reset_device",
+                                            "wait_links_up",  "select_checkpoint",   "relaunch",
+                                            "verify_progress"};
+  std::map<std::string, double> secs;
+  for (const StepRecord& s : in.steps) {
+    if (s.result != "skipped") secs[s.name] += s.seconds();
+  }
+  std::string out =
+      fmt::format("{:<28} {:<20} {:<5} {:<12}", in.id, in.fault.fault_class,
+                  in.fault.rank >= 0 ? std::to_string(in.fault.rank) : "-", in.outcome);
+  for (const char* p : kPhases) {
+    auto it = secs.find(p);
+    if (it == secs.end()) {
+      out += fmt::format(" {:>7}", "-");
+    } else {
+      out += fmt::format(" {:7.2f}", it->second);
+      secs.erase(it);
+    }
+  }
+  // Steps of site playbooks (exec, notify) and escalation, together.
+  double other = 0;
+  for (const auto& [name, s] : secs) other += s;
+  out += secs.empty() ? fmt::format(" {:>7}", "-") : fmt::format(" {:7.2f}", other);
+  out += in.time_to_recovery_seconds >= 0 ? fmt::format(" {:8.2f}s", in.time_to_recovery_seconds)
+                                          : fmt::format(" {:>9}", "-");
+  out += fmt::format("  {}\n", StepOrDash(in.resumed_step));
+  if (in.cluster) out += FormatClusterView(*in.cluster);
+  return out;
+}
+
+}  // namespace
+
+std::string FormatIncidentTable(const std::vector<Incident>& incidents) {
+  if (incidents.empty()) return "";
+  std::string out =
+      fmt::format("{:<28} {:<20} {:<5} {:<12}", "INCIDENT", "FAULT", "RANK", "OUTCOME");
+  for (const char* s : {"stop", "clear", "reset", "links", "ckpt", "launch", "verify", "other"}) {
+    out += fmt::format(" {:>7}", s);
+  }
+  out += fmt::format(" {:>9}  {}\n", "RECOVERY", "RESUMED");
+  for (const Incident& in : incidents) out += FormatIncidentRow(in);
   return out;
 }
 

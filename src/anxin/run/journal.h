@@ -94,6 +94,12 @@ Status WriteIncident(const std::string& state_dir, const Incident& incident);
 // unreadable record -> kDataLoss naming the file.
 Result<std::vector<Incident>> ReadIncidents(const std::string& state_dir);
 
+// The table `anxin incidents` prints: a row per incident with the seconds of
+// each playbook phase (stop, clear, reset, links, ckpt, launch, verify; site
+// steps and escalation together as "other"), the time to recovery and the
+// step resumed; under a multi-node incident, its cluster view. "" for none.
+std::string FormatIncidentTable(const std::vector<Incident>& incidents);
+
 }  // namespace anxin::run
 
 #endif  // ANXIN_RUN_JOURNAL_H_

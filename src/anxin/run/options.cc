@@ -69,6 +69,15 @@ Result<Section> RunSection(const GlobalConfig& config) {
   return section;
 }
 
+Result<StateDirChoice> StateDir(const std::string& flag, const Section& section) {
+  if (!flag.empty()) return StateDirChoice{flag, "--state-dir"};
+  if (section) {
+    ANXIN_ASSIGN_OR_RETURN(std::string dir, section->Get<std::string>("state_dir", ""));
+    if (!dir.empty()) return StateDirChoice{std::move(dir), "run.state_dir"};
+  }
+  return StateDirChoice{".anxin/run", "the default state directory"};
+}
+
 // The command, its environment and how the ranks are launched.
 Status LoadLaunch(const RunFlags& f, SupervisorOptions& so) {
   so.command = f.command;
@@ -160,11 +169,8 @@ Status LoadPaths(const RunFlags& f, const Section& section, SupervisorOptions& s
   for (const char* v : {"ANXIN_JOB_ID", "SLURM_JOB_ID"}) {
     if (const char* id = std::getenv(v); id != nullptr && so.job_id.empty()) so.job_id = id;
   }
-  so.state_dir = f.state_dir;
-  if (so.state_dir.empty() && section) {
-    ANXIN_ASSIGN_OR_RETURN(so.state_dir, section->Get<std::string>("state_dir", ""));
-  }
-  if (so.state_dir.empty()) so.state_dir = ".anxin/run";
+  ANXIN_ASSIGN_OR_RETURN(StateDirChoice state, StateDir(f.state_dir, section));
+  so.state_dir = std::move(state.dir);
   so.sdk_socket = f.sdk_socket;
   if (so.sdk_socket.empty()) {
     so.sdk_socket = so.state_dir + "/sdk-" + std::to_string(getpid()) + ".sock";
@@ -224,6 +230,11 @@ Result<std::optional<ClusterRequest>> LoadClusterRequest(const RunFlags& flags,
     r.barrier_timeout_seconds = t;
   }
   return r;
+}
+
+Result<StateDirChoice> ResolveStateDir(const std::string& flag, const GlobalConfig& config) {
+  ANXIN_ASSIGN_OR_RETURN(Section section, RunSection(config));
+  return StateDir(flag, section);
 }
 
 Result<SupervisorOptions> LoadSupervisorOptions(const RunFlags& flags, const GlobalConfig& config) {

@@ -94,6 +94,15 @@ Result<std::optional<ClusterRequest>> LoadClusterRequest(const RunFlags& flags,
 using CoordinatorFactory =
     std::function<Result<std::unique_ptr<Coordinator>>(const ClusterRequest&)>;
 
+// Where the journal lives: the --state-dir flag, else the run: section's
+// state_dir, else ".anxin/run"; origin names which of the three chose it
+// ("--state-dir", "run.state_dir", "the default state directory").
+struct StateDirChoice {
+  std::string dir;
+  std::string origin;
+};
+Result<StateDirChoice> ResolveStateDir(const std::string& flag, const GlobalConfig& config);
+
 // Checks the flags and the run: section and merges them (with the playbook
 // file and the environment's ANXIN_JOB_ID / SLURM_JOB_ID and
 // ANXIN_AGENT_SOCKET) into the supervisor's options. Creates nothing.

@@ -51,6 +51,24 @@ TEST(RunOptionsTest, DefaultsWithoutFlagsOrConfiguration) {
   EXPECT_EQ(o->playbooks->For("hang").steps[0].timeout_seconds, 5);  // stop grace
 }
 
+TEST(RunOptionsTest, StateDirComesFromTheFlagThenTheRunSectionThenTheDefault) {
+  GlobalConfig config = Config("run:\n  state_dir: /var/lib/anxin\n");
+  auto flag = ResolveStateDir("/tmp/s", config);
+  ASSERT_THAT(flag, IsOk());
+  EXPECT_EQ(flag->dir, "/tmp/s");
+  EXPECT_EQ(flag->origin, "--state-dir");
+  auto key = ResolveStateDir("", config);
+  ASSERT_THAT(key, IsOk());
+  EXPECT_EQ(key->dir, "/var/lib/anxin");
+  EXPECT_EQ(key->origin, "run.state_dir");
+  auto def = ResolveStateDir("", GlobalConfig{});
+  ASSERT_THAT(def, IsOk());
+  EXPECT_EQ(def->dir, ".anxin/run");
+  EXPECT_EQ(def->origin, "the default state directory");
+  EXPECT_THAT(ResolveStateDir("", Config("run:\n  state_dri: /x\n")),
+              HasCode(ErrorCode::kInvalidArgument));
+}
+
 TEST(RunOptionsTest, FlagsWinOverTheRunSectionWhichWinsOverDefaults) {
   GlobalConfig config = Config(R"(run:
   max_restarts: 7

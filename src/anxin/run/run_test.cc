@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "anxin/base/http.h"
+#include "anxin/base/strings.h"
 #include "anxin/base/testing.h"
 #include "anxin/device/registry.h"
 #include "anxin/monitor/sdk_receiver.h"
@@ -283,6 +284,64 @@ TEST(JournalTest, RoundTrip) {
   EXPECT_EQ((*all)[0].outcome, "recovered");
   dir.Write("incidents/bad.json", "{");
   EXPECT_THAT(ReadIncidents(dir.path()), HasCode(ErrorCode::kDataLoss));
+}
+
+TEST(JournalTest, TableHasAColumnPerPhaseAndTheClusterViewUnderItsRow) {
+  EXPECT_EQ(FormatIncidentTable({}), "");
+  Incident in;
+  in.id = "20261202T130501-1-1";
+  in.fault.fault_class = "rank_exit";
+  in.fault.rank = 3;
+  in.outcome = "recovered";
+  const auto t0 = std::chrono::system_clock::time_point{} + std::chrono::hours(1);
+  auto step = [&](const char* name, int ms, const char* result) {
+    StepRecord s;
+    s.name = name;
+    s.start = t0;
+    s.end = t0 + std::chrono::milliseconds(ms);
+    s.result = result;
+    in.steps.push_back(s);
+  };
+  step("stop_ranks", 1250, "ok");
+  step("reset_device", 4000, "skipped");  // skipped: a dash, not 4.00
+  step("relaunch", 500, "ok");
+  step("notify", 100, "ok");  // a site step: "other"
+  step("exec", 200, "ok");
+  in.time_to_recovery_seconds = 9.5;
+  in.resumed_step = 40;
+  ClusterView c;
+  c.fault_node = "node-b";
+  c.fault_class = "rank_exit";
+  c.generation = 2;
+  c.agreed_step = 40;
+  c.nnodes = 2;
+  c.nodes = {{"node-a", 0, 1.5, 0.25, 40}, {"node-b", 1, 2.0, 0.0, -1}};
+  in.cluster = c;
+  Incident bare;
+  bare.id = "20261202T130502-1-2";
+  bare.fault.fault_class = "hang";
+  bare.outcome = "gave_up";
+  const std::string table = FormatIncidentTable({in, bare});
+  const std::vector<std::string_view> lines = SplitLines(table);
+  ASSERT_EQ(lines.size(), 6u) << table;
+  EXPECT_EQ(SplitWords(lines[0]),
+            (std::vector<std::string_view>{"INCIDENT", "FAULT", "RANK", "OUTCOME", "stop", "clear",
+                                           "reset", "links", "ckpt", "launch", "verify", "other",
+                                           "RECOVERY", "RESUMED"}));
+  EXPECT_EQ(SplitWords(lines[1]),
+            (std::vector<std::string_view>{"20261202T130501-1-1", "rank_exit", "3", "recovered",
+                                           "1.25", "-", "-", "-", "-", "0.50", "-", "0.30", "9.50s",
+                                           "step", "40"}));
+  EXPECT_EQ(lines[2],
+            "  cluster: generation 2 opened by node-b (rank_exit), 2 node(s), agreed step 40");
+  EXPECT_THAT(std::string(lines[3]), HasSubstr("node-a           rank 0   ready    1.50s"));
+  EXPECT_THAT(std::string(lines[3]), HasSubstr("newest intact step 40"));
+  EXPECT_THAT(std::string(lines[4]), ::testing::EndsWith("newest intact -"));
+  EXPECT_EQ(SplitWords(lines[5]),
+            (std::vector<std::string_view>{"20261202T130502-1-2", "hang", "-", "gave_up", "-", "-",
+                                           "-", "-", "-", "-", "-", "-", "-", "-"}));
+  // The header and the rows share their column edges.
+  EXPECT_EQ(lines[0].find("RECOVERY") + 8, lines[1].find("9.50s") + 5);
 }
 
 TEST(TemplateTest, Expands) {
