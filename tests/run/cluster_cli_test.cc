@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "../support/etcd_cluster.h"
+#include "anxin/base/http.h"
 #include "anxin/base/subprocess.h"
 #include "anxin/base/testing.h"
 #include "anxin/run/journal.h"
@@ -194,6 +195,14 @@ TEST_F(ClusterCliTest, ARankCrashOnOneNodeRestartsBothFromTheSameCheckpoint) {
     EXPECT_GE(in[0].cluster->nodes[1].ready_seconds, 0);
   }
   EXPECT_EQ(Incidents(1)[0].fault.fault_class, "process_exit");
+  // `anxin incidents` shows the cluster view under node 0's incident.
+  auto table = RunAnxin({"incidents", "--state-dir", State(0)});
+  ASSERT_EQ(table.exit_code, 0) << table.stderr_text;
+  EXPECT_THAT(table.stdout_text, HasSubstr("cluster_restart"));
+  EXPECT_THAT(table.stdout_text,
+              HasSubstr("  cluster: generation 1 opened by node-1 (process_exit), 2 node(s), "
+                        "agreed step 10\n"));
+  EXPECT_THAT(table.stdout_text, HasSubstr("newest intact step 10"));
   // Both ranks went on after step 10, to the end.
   for (NodeProcess* n : {&n0, &n1}) {
     auto steps = Steps(n->Output());
@@ -258,10 +267,24 @@ TEST_F(ClusterCliTest, AKilledSupervisorRejoinsAndTheJobFinishes) {
 }
 
 TEST_F(ClusterCliTest, ANodeThatNeverComesBackShrinksTheJobThenBelowMinStopsIt) {
+  // The escalation playbook pages a webhook when the job stops below MIN.
+  std::mutex mu;
+  std::vector<std::string> pages;
+  HttpServer hook;
+  hook.Post("/hook", [&](const HttpRequest& req) {
+    std::lock_guard lock(mu);
+    pages.push_back(req.body);
+    return HttpResponse::Text(200, "ok\n");
+  });
+  ASSERT_TRUE(hook.Start());
+  dir_.Write("page.yaml",
+             "playbooks:\n  page:\n    - {step: stop_ranks}\n    - {step: notify, url: \"http://" +
+                 hook.address() + "/hook\", timeout: 5s}\nfaults:\n  escalation: page\n");
+  const std::vector<std::string> page = {"--playbook", dir_ / "page.yaml"};
   const std::vector<std::string> job = {"--steps", "100", "--step-time", "0.1"};
-  NodeProcess n0(Args(0, "2:3", job));
-  NodeProcess n1(Args(1, "2:3", job));
-  NodeProcess n2(Args(2, "2:3", job));
+  NodeProcess n0(Args(0, "2:3", job, page));
+  NodeProcess n1(Args(1, "2:3", job, page));
+  NodeProcess n2(Args(2, "2:3", job, page));
   ASSERT_TRUE(n0.Start() && n1.Start() && n2.Start());
   ASSERT_TRUE(WaitFor([&] { return n0.Saw("step 6 loss"); }, 60s)) << n0.Output();
   n2.Kill9();
@@ -277,6 +300,18 @@ TEST_F(ClusterCliTest, ANodeThatNeverComesBackShrinksTheJobThenBelowMinStopsIt) 
   const ExitStatus s0 = n0.Wait();
   EXPECT_EQ(s0.exit_code, 1) << n0.Output();
   EXPECT_THAT(n0.Output(), HasSubstr("the job needs at least 2"));
+  {
+    std::lock_guard lock(mu);
+    ASSERT_EQ(pages.size(), 1u) << "one page from the node that stopped";
+    EXPECT_THAT(pages[0], HasSubstr("the job needs at least 2"));
+    EXPECT_THAT(pages[0], HasSubstr("\"alertname\":\"AnxinRun"));
+  }
+  in = Incidents(0);
+  ASSERT_EQ(in.size(), 2u);
+  EXPECT_EQ(in[1].outcome, "gave_up");
+  ASSERT_FALSE(in[1].steps.empty());
+  EXPECT_EQ(in[1].steps.back().name, "notify");
+  EXPECT_EQ(in[1].steps.back().result, "ok") << in[1].steps.back().detail;
 }
 
 TEST_F(ClusterCliTest, TheEtcdLeaderKilledMidRecoveryDoesNotStopIt) {
