@@ -794,6 +794,7 @@ Result<SimResult> Simulator::Run() {
   const auto wall_start = std::chrono::steady_clock::now();
   const std::clock_t cpu_start = std::clock();
   result_.scenario = s_.source;
+  result_.qos_from = s_.qos_from;
   result_.hosts = f_.hosts;
   result_.switches = f_.switches;
   result_.timeline.max_queue_bytes.assign(kTimelineBins, {});
