@@ -194,6 +194,68 @@ TEST(NetsimValidation, SameSeedSameResult) {
   EXPECT_EQ(a.control.p99_us, b.control.p99_us);
 }
 
+// The whole report (JSON without the engine's timings and its memory
+// estimate), hashed: an engine change that keeps the results must keep every
+// byte of it. The digests were taken before the event queue was rewritten.
+uint64_t ReportDigest(const SimResult& r) {
+  nlohmann::json j = ToJson(r);
+  for (const char* k : {"wall_s", "cpu_s", "events_per_s", "peak_memory_bytes"}) {
+    j["engine"].erase(k);
+  }
+  uint64_t h = 1469598103934665603ull;  // FNV-1a
+  for (unsigned char c : j.dump()) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+// Drops on a lossy priority (resends after rto), trains of 2 MTUs, a tree,
+// an AlltoAll, repeats and serial collectives: the paths the fixtures miss.
+constexpr const char* kLossy = R"(seed: 11
+topology: {kind: leaf_spine, hosts: 16, hosts_per_leaf: 4, spines: 2, link_gbps: 100}
+nic: {train_packets: 2}
+switch:
+  buffer: 128KiB
+  rto: 20us
+  queues:
+    - {priority: 3, pfc: {xoff: 64KiB, xon: 32KiB}, ecn: true}
+    - {priority: 6, strict: true}
+dcqcn: {enabled: true}
+traffic:
+  serial: true
+  collectives:
+    - {op: all_reduce, algo: tree, bytes: 512KiB, chunk: 64KiB, dscp: 26, repeat: 2}
+    - {op: alltoall, algo: pairwise, bytes: 256KiB, dscp: 26, handshake: 64}
+  control: [{bytes: 1KiB, interval: 3us, dscp: 48}]
+  incast: {senders: 6, dst: 0, bytes: 256KiB, dscp: 0}
+)";
+
+TEST(NetsimValidation, ReportsAreBitIdenticalAcrossEngineChanges) {
+  struct Case {
+    std::string name;
+    uint64_t events;
+    uint64_t digest;
+  };
+  const std::vector<Case> cases = {
+      {"ring8.yaml", 17921, 0xf4cafc468738d60ull},
+      {"incast.yaml", 63774, 0xab6c884a42b612e9ull},
+      {"dscp_shared.yaml", 456734, 0x717be859ce32481cull},
+      {"dscp_own.yaml", 456707, 0x96a49460512c447dull},
+      {"lossy", 32602, 0x945dbe69edb7e756ull},
+  };
+  for (const Case& c : cases) {
+    auto s =
+        c.name == "lossy" ? ParseScenario(kLossy, "lossy.yaml") : LoadScenario(kFixtures + c.name);
+    ASSERT_TRUE(s.has_value()) << s.error().ToString();
+    SimResult r = Sim(*s);
+    EXPECT_EQ(r.events, c.events) << c.name;
+    EXPECT_EQ(ReportDigest(r), c.digest)
+        << c.name << ": " << r.events << " events, digest 0x" << std::hex << ReportDigest(r);
+    if (c.name == "lossy") {
+      EXPECT_GT(r.drops, 0u);
+      EXPECT_EQ(r.unfinished_flows, 0u);
+    }
+  }
+}
+
 // The field report's finding in small: control messages that share the
 // data's queue wait behind it; on their own strict priority they do not.
 TEST(NetsimValidation, ControlOnItsOwnPriorityCutsItsTailLatency) {
