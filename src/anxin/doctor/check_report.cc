@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "anxin/doctor/qos_report.h"
+
 namespace anxin::doctor {
 
 Severity Report::Worst() const {
@@ -27,6 +29,7 @@ Report RunChecks(const HostFacts& facts, const std::vector<const Check*>& checks
   }
   r.root = facts.root.root();
   for (const Check* c : checks) r.findings.push_back(BuiltinChecks().Run(*c, facts));
+  r.qos = QosJson(facts);
   return r;
 }
 
@@ -87,6 +90,7 @@ nlohmann::json ToJson(const Report& report) {
     for (const FixAction& a : f.actions) jf["fix_commands"].push_back(a.Render());
     j["findings"].push_back(jf);
   }
+  if (!report.qos.is_null()) j["qos"] = report.qos;
   return j;
 }
 
@@ -117,6 +121,7 @@ Result<Report> ReportFromJson(const nlohmann::json& j) {
     f.fix = jf.value("fix", "");
     r.findings.push_back(std::move(f));
   }
+  if (j.contains("qos") && j["qos"].is_object()) r.qos = j["qos"];
   return r;
 }
 

@@ -26,6 +26,8 @@ struct Report {
   std::string host;  // host name (or the --hosts entry)
   std::string root;  // "/" or the captured tree
   std::vector<Finding> findings;
+  // The host's RoCE QoS as data (qos_report.h); null when not collected.
+  nlohmann::json qos;
   Severity Worst() const;
   size_t Count(Severity s) const;
 };
@@ -39,6 +41,7 @@ std::string RenderTable(const Report& report, bool verbose = false);
 // The table's last line: "16 checks: 10 ok, 2 warn, 4 fail, 0 skipped (ROOT)\n".
 std::string RenderSummaryLine(const Report& report);
 
+// {host, root, worst, findings: [...], qos: {...}} (docs/doctor.md, "JSON output").
 nlohmann::json ToJson(const Report& report);
 // Reads back what ToJson wrote (another anxin's --json output).
 Result<Report> ReportFromJson(const nlohmann::json& j);

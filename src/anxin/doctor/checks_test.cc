@@ -13,10 +13,10 @@
 #include <sstream>
 
 #include "anxin/base/testing.h"
+#include "anxin/doctor/check_report.h"
 #include "anxin/doctor/facts.h"
 #include "anxin/doctor/fix.h"
 #include "anxin/doctor/registry.h"
-#include "anxin/doctor/check_report.h"
 #include "anxin/doctor/tools.h"
 #include "anxin/host/processes.h"
 
@@ -513,6 +513,75 @@ TEST(DoctorReport, JsonRoundTripAndTable) {
   EXPECT_THAT(ReportFromJson(nlohmann::json::parse("{\"x\":1}")), HasCode(ErrorCode::kDataLoss));
   EXPECT_THAT(ReportFromJson(nlohmann::json::parse(R"({"findings":[{"id":"a","status":"meh"}]})")),
               HasCode(ErrorCode::kDataLoss));
+}
+
+// The qos section of --json (docs/doctor.md, "JSON output"): every port with
+// the same keys, the values the captures hold, and what could not be read.
+TEST(DoctorReport, QosSectionCarriesEveryPortAndTheJobsDscp) {
+  Tree t;
+  Report r = t.Run();
+  const nlohmann::json& q = r.qos;
+  ASSERT_TRUE(q.is_object()) << q.dump();
+  EXPECT_EQ(q["version"], 1);
+  ASSERT_EQ(q["traffic"].size(), 2u);
+  EXPECT_EQ(q["traffic"][0], (nlohmann::json{{"library", "hccl"},
+                                             {"in_use", true},
+                                             {"variable", "HCCL_RDMA_TC"},
+                                             {"source", "HCCL_RDMA_TC=132"},
+                                             {"dscp", 33},
+                                             {"error", ""}}));
+  EXPECT_EQ(q["traffic"][1]["library"], "nccl");
+  EXPECT_EQ(q["traffic"][1]["dscp"], 26);  // NCCL_IB_TC=106
+  ASSERT_EQ(q["ports"].size(), 16u);
+  const std::set<std::string> keys = {"kind",          "name",     "pci",
+                                      "trust",         "pfc",      "dscp_to_priority",
+                                      "unlisted_dscp", "cnp_dscp", "error"};
+  for (const auto& p : q["ports"]) {
+    std::set<std::string> have;
+    for (const auto& [k, v] : p.items()) have.insert(k);
+    EXPECT_EQ(have, keys) << p.dump();
+  }
+  const nlohmann::json& eth0 = q["ports"][0];
+  EXPECT_EQ(eth0["kind"], "nic");
+  EXPECT_EQ(eth0["name"], "eth0");
+  EXPECT_EQ(eth0["pci"], "0000:18:00.0");
+  EXPECT_EQ(eth0["trust"], "dscp");
+  EXPECT_EQ(eth0["pfc"], nlohmann::json::array({3}));
+  EXPECT_EQ(eth0["dscp_to_priority"].size(), 8u);
+  EXPECT_EQ(eth0["dscp_to_priority"]["26"], 3);
+  EXPECT_EQ(eth0["unlisted_dscp"], "dscp>>3");
+  EXPECT_EQ(eth0["cnp_dscp"], 48);
+  EXPECT_EQ(eth0["error"], "");
+  const nlohmann::json& npu0 = q["ports"][8];
+  EXPECT_EQ(npu0["kind"], "npu");
+  EXPECT_EQ(npu0["name"], "npu0");
+  EXPECT_EQ(npu0["pfc"], nlohmann::json::array({4}));
+  EXPECT_EQ(npu0["dscp_to_priority"], (nlohmann::json{{"33", 4}, {"48", 6}}));
+  EXPECT_EQ(npu0["unlisted_dscp"], "unknown");
+  EXPECT_TRUE(npu0["trust"].is_null());
+
+  // Read back from --json as --hosts does.
+  auto back = ReportFromJson(ToJson(r));
+  ASSERT_THAT(back, IsOk());
+  EXPECT_EQ(back->qos, r.qos);
+
+  // What could not be read is null, with the reason.
+  Tree broken;
+  broken.Remove("/anxin-captures/mlnx_qos/eth3.txt");
+  broken.Remove("/anxin-captures/hccn_tool/2.dscp_to_tc.txt");
+  broken.SetEnv("HCCL_RDMA_TC", "131");
+  const nlohmann::json b = broken.Run().qos;
+  EXPECT_TRUE(b["traffic"][0]["dscp"].is_null());
+  EXPECT_THAT(b["traffic"][0]["error"].get<std::string>(), HasSubstr("HCCL_RDMA_TC=131"));
+  const nlohmann::json& eth3 = b["ports"][3];
+  EXPECT_EQ(eth3["name"], "eth3");
+  EXPECT_TRUE(eth3["pfc"].is_null());
+  EXPECT_THAT(eth3["error"].get<std::string>(), HasSubstr("not captured"));
+  const nlohmann::json& npu2 = b["ports"][10];
+  EXPECT_EQ(npu2["name"], "npu2");
+  EXPECT_EQ(npu2["pfc"], nlohmann::json::array({4}));
+  EXPECT_TRUE(npu2["dscp_to_priority"].is_null());
+  EXPECT_THAT(npu2["error"].get<std::string>(), HasSubstr("-dscp_to_tc"));
 }
 
 TEST(DoctorSmoke, ThisMachineNoCrashAndPlainSkips) {

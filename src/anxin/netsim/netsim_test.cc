@@ -1,11 +1,14 @@
 #include "anxin/netsim/netsim.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <string>
 
+#include "anxin/base/testing.h"
 #include "anxin/netsim/collective.h"
+#include "anxin/netsim/host_qos.h"
 #include "anxin/netsim/report.h"
 #include "anxin/netsim/scenario.h"
 #include "anxin/netsim/sim.h"
@@ -191,6 +194,68 @@ TEST(NetsimValidation, SameSeedSameResult) {
   EXPECT_EQ(a.control.p99_us, b.control.p99_us);
 }
 
+// The whole report (JSON without the engine's timings and its memory
+// estimate), hashed: an engine change that keeps the results must keep every
+// byte of it. The digests were taken before the event queue was rewritten.
+uint64_t ReportDigest(const SimResult& r) {
+  nlohmann::json j = ToJson(r);
+  for (const char* k : {"wall_s", "cpu_s", "events_per_s", "peak_memory_bytes"}) {
+    j["engine"].erase(k);
+  }
+  uint64_t h = 1469598103934665603ull;  // FNV-1a
+  for (unsigned char c : j.dump()) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+// Drops on a lossy priority (resends after rto), trains of 2 MTUs, a tree,
+// an AlltoAll, repeats and serial collectives: the paths the fixtures miss.
+constexpr const char* kLossy = R"(seed: 11
+topology: {kind: leaf_spine, hosts: 16, hosts_per_leaf: 4, spines: 2, link_gbps: 100}
+nic: {train_packets: 2}
+switch:
+  buffer: 128KiB
+  rto: 20us
+  queues:
+    - {priority: 3, pfc: {xoff: 64KiB, xon: 32KiB}, ecn: true}
+    - {priority: 6, strict: true}
+dcqcn: {enabled: true}
+traffic:
+  serial: true
+  collectives:
+    - {op: all_reduce, algo: tree, bytes: 512KiB, chunk: 64KiB, dscp: 26, repeat: 2}
+    - {op: alltoall, algo: pairwise, bytes: 256KiB, dscp: 26, handshake: 64}
+  control: [{bytes: 1KiB, interval: 3us, dscp: 48}]
+  incast: {senders: 6, dst: 0, bytes: 256KiB, dscp: 0}
+)";
+
+TEST(NetsimValidation, ReportsAreBitIdenticalAcrossEngineChanges) {
+  struct Case {
+    std::string name;
+    uint64_t events;
+    uint64_t digest;
+  };
+  const std::vector<Case> cases = {
+      {"ring8.yaml", 17921, 0xf4cafc468738d60ull},
+      {"incast.yaml", 63774, 0xab6c884a42b612e9ull},
+      {"dscp_shared.yaml", 456734, 0x717be859ce32481cull},
+      {"dscp_own.yaml", 456707, 0x96a49460512c447dull},
+      {"lossy", 32602, 0x945dbe69edb7e756ull},
+  };
+  for (const Case& c : cases) {
+    auto s =
+        c.name == "lossy" ? ParseScenario(kLossy, "lossy.yaml") : LoadScenario(kFixtures + c.name);
+    ASSERT_TRUE(s.has_value()) << s.error().ToString();
+    SimResult r = Sim(*s);
+    EXPECT_EQ(r.events, c.events) << c.name;
+    EXPECT_EQ(ReportDigest(r), c.digest)
+        << c.name << ": " << r.events << " events, digest 0x" << std::hex << ReportDigest(r);
+    if (c.name == "lossy") {
+      EXPECT_GT(r.drops, 0u);
+      EXPECT_EQ(r.unfinished_flows, 0u);
+    }
+  }
+}
+
 // The field report's finding in small: control messages that share the
 // data's queue wait behind it; on their own strict priority they do not.
 TEST(NetsimValidation, ControlOnItsOwnPriorityCutsItsTailLatency) {
@@ -272,6 +337,222 @@ TEST(NetsimCli, CompareRunsBothFiles) {
   EXPECT_NE(out->text.find("control p99"), std::string::npos);
   o.compare = false;
   EXPECT_FALSE(RunSimNet(o).has_value());
+}
+
+// A report in the shape `anxin doctor --json` writes (docs/doctor.md, "JSON
+// output"): eight NPU ports with PFC on 4 and DSCP 33 -> 4, 48 -> 5, and two
+// NICs with PFC on 3 (mlnx_qos lists 24-31 -> 3, the others take DSCP >> 3).
+nlohmann::json HostReport() {
+  nlohmann::json ports = nlohmann::json::array();
+  for (int i = 0; i < 2; ++i) {
+    nlohmann::json map = nlohmann::json::object();
+    for (int d = 24; d < 32; ++d) map[std::to_string(d)] = 3;
+    ports.push_back({{"kind", "nic"},
+                     {"name", "eth" + std::to_string(i)},
+                     {"pci", "0000:18:00." + std::to_string(i)},
+                     {"trust", "dscp"},
+                     {"pfc", {3}},
+                     {"dscp_to_priority", map},
+                     {"unlisted_dscp", "dscp>>3"},
+                     {"cnp_dscp", 48},
+                     {"error", ""}});
+  }
+  for (int i = 0; i < 8; ++i) {
+    ports.push_back({{"kind", "npu"},
+                     {"name", "npu" + std::to_string(i)},
+                     {"pci", nullptr},
+                     {"trust", nullptr},
+                     {"pfc", {4}},
+                     {"dscp_to_priority", {{"33", 4}, {"48", 5}}},
+                     {"unlisted_dscp", "unknown"},
+                     {"cnp_dscp", nullptr},
+                     {"error", ""}});
+  }
+  nlohmann::json traffic = nlohmann::json::array({{{"library", "hccl"},
+                                                   {"in_use", true},
+                                                   {"variable", "HCCL_RDMA_TC"},
+                                                   {"source", "HCCL_RDMA_TC=132"},
+                                                   {"dscp", 33},
+                                                   {"error", ""}},
+                                                  {{"library", "nccl"},
+                                                   {"in_use", true},
+                                                   {"variable", "NCCL_IB_TC"},
+                                                   {"source", "NCCL_IB_TC=106"},
+                                                   {"dscp", 26},
+                                                   {"error", ""}}});
+  return {{"host", "node7"},
+          {"root", "/"},
+          {"worst", "ok"},
+          {"findings", nlohmann::json::array()},
+          {"qos", {{"version", 1}, {"traffic", traffic}, {"ports", ports}}}};
+}
+
+std::string Message(const Result<HostQos>& r) { return r ? "" : r.error().message(); }
+
+TEST(NetsimHostQos, TakesOneKindOfPortAndTheJobsDscp) {
+  const std::string report = HostReport().dump();
+  auto npu = ParseHostQos(report, "npu");
+  ASSERT_TRUE(npu.has_value()) << npu.error().ToString();
+  EXPECT_EQ(npu->host, "node7");
+  EXPECT_EQ(npu->kinds, "npu");
+  EXPECT_EQ(npu->ports.size(), 8u);
+  EXPECT_EQ(FormatPfc(npu->pfc), "4");
+  EXPECT_EQ(npu->dscp_to_priority, (std::map<int, int>{{33, 4}, {48, 5}}));
+  EXPECT_EQ(npu->job_dscp, 33);  // HCCL on the NPU ports
+  EXPECT_EQ(npu->job_dscp_source, "HCCL_RDMA_TC=132");
+  EXPECT_EQ(FormatDscpMap(npu->dscp_to_priority), "4 <- 33; 5 <- 48");
+
+  auto nic = ParseHostQos(report, "nic");
+  ASSERT_TRUE(nic.has_value()) << nic.error().ToString();
+  EXPECT_EQ(FormatPfc(nic->pfc), "3");
+  EXPECT_EQ(nic->job_dscp, 26);  // NCCL on the NICs
+  EXPECT_EQ(FormatDscpMap(nic->dscp_to_priority), "3 <- 24-31");
+
+  // Both kinds at once: their PFC priorities differ, so the reader asks which.
+  EXPECT_THAT(Message(ParseHostQos(report, "auto")),
+              ::testing::AllOf(::testing::HasSubstr("ports eth0 and npu0 disagree (PFC on 3 vs 4)"),
+                               ::testing::HasSubstr("ports: npu")));
+}
+
+TEST(NetsimHostQos, BadReportsSayWhatIsWrong) {
+  using ::testing::HasSubstr;
+  EXPECT_THAT(Message(ParseHostQos("not json", "auto")), HasSubstr("not JSON"));
+  nlohmann::json old = HostReport();
+  old.erase("qos");
+  EXPECT_THAT(Message(ParseHostQos(old.dump(), "auto")), HasSubstr("without a qos section"));
+  EXPECT_THAT(Message(ParseHostQos(R"({"hosts": []})", "auto")), HasSubstr("--hosts"));
+  nlohmann::json newer = HostReport();
+  newer["qos"]["version"] = 2;
+  EXPECT_THAT(Message(ParseHostQos(newer.dump(), "npu")), HasSubstr("qos.version 2"));
+
+  // Two NPU ports configured differently: both named, and the difference.
+  nlohmann::json drift = HostReport();
+  drift["qos"]["ports"][5]["dscp_to_priority"]["48"] = 4;
+  EXPECT_THAT(Message(ParseHostQos(drift.dump(), "npu")),
+              HasSubstr("ports npu0 and npu3 disagree (DSCP 48 -> priority 5 vs 4)"));
+
+  // A NIC that trusts PCP ignores its DSCP map.
+  nlohmann::json pcp = HostReport();
+  pcp["qos"]["ports"][1]["trust"] = "pcp";
+  EXPECT_THAT(Message(ParseHostQos(pcp.dump(), "nic")), HasSubstr("eth1 trusts pcp"));
+
+  // Unreadable ports are left out and named; none readable is an error.
+  nlohmann::json partial = HostReport();
+  partial["qos"]["ports"][0]["error"] = "mlnx_qos -i eth0: timed out";
+  partial["qos"]["ports"][0]["pfc"] = nullptr;
+  auto one = ParseHostQos(partial.dump(), "nic");
+  ASSERT_TRUE(one.has_value()) << one.error().ToString();
+  EXPECT_EQ(one->ports, std::vector<std::string>{"eth1"});
+  EXPECT_EQ(one->skipped, std::vector<std::string>{"eth0: mlnx_qos -i eth0: timed out"});
+  partial["qos"]["ports"][1]["pfc"] = nullptr;
+  EXPECT_THAT(Message(ParseHostQos(partial.dump(), "nic")),
+              HasSubstr("no nic port with a readable PFC table and DSCP map (eth0: mlnx_qos"));
+  nlohmann::json no_npu = HostReport();
+  no_npu["qos"]["ports"] = nlohmann::json::array({no_npu["qos"]["ports"][0]});
+  EXPECT_THAT(Message(ParseHostQos(no_npu.dump(), "npu")), HasSubstr("the report has no npu port"));
+}
+
+// The scenario half: the path is relative to the scenario file, the host's
+// map and PFC priorities replace the defaults, `dscp: job` is the job's DSCP,
+// and the scenario's own keys win (and are listed).
+TEST(NetsimHostQos, ScenarioTakesTheHostsSettingsAndItsOwnKeysWin) {
+  std::string asked;
+  const std::string report = HostReport().dump();
+  auto read = [&](const std::string& path) -> Result<std::string> {
+    asked = path;
+    return report;
+  };
+  const std::string traffic =
+      "traffic:\n  collectives: [{op: all_reduce, bytes: 1MiB, dscp: job}]\n";
+  auto s =
+      ParseScenario("switch:\n  qos_from: {file: ../reports/host.json, ports: npu}\n" + traffic,
+                    "/site/scenarios/what_if.yaml", read);
+  ASSERT_TRUE(s.has_value()) << s.error().ToString();
+  EXPECT_EQ(asked, "/site/reports/host.json");
+  ASSERT_TRUE(s->qos_from.has_value());
+  EXPECT_EQ(s->collectives[0].dscp, 33);
+  EXPECT_EQ(s->PriorityOfDscp(33), 4);
+  EXPECT_EQ(s->PriorityOfDscp(48), 5);
+  EXPECT_EQ(s->PriorityOfDscp(26), 3);  // not listed: DSCP >> 3
+  EXPECT_TRUE(s->queues[4].pfc);
+  EXPECT_TRUE(s->queues[4].ecn);
+  EXPECT_FALSE(s->queues[3].pfc) << "the default lossless priority 3 is not the host's";
+  EXPECT_TRUE(s->qos_from->overrides.empty());
+
+  auto own = ParseScenario(
+      "switch:\n  qos_from: {file: host.json, ports: npu}\n  dscp_to_priority: {48: 7, 33: 4}\n"
+      "  queues:\n    - {priority: 4, pfc: false}\n    - {priority: 7, strict: true}\n" +
+          traffic,
+      "w.yaml", read);
+  ASSERT_TRUE(own.has_value()) << own.error().ToString();
+  EXPECT_EQ(own->PriorityOfDscp(48), 7);
+  EXPECT_FALSE(own->queues[4].pfc);
+  EXPECT_TRUE(own->queues[7].strict);
+  EXPECT_EQ(own->qos_from->overrides, (std::vector<std::string>{"DSCP 48 -> priority 7 (host: 5)",
+                                                                "priority 4 PFC off (host: on)"}));
+  // A queue the scenario lists without pfc takes the host's.
+  auto listed = ParseScenario(
+      "switch:\n  qos_from: {file: host.json, ports: npu}\n  queues:\n    - {priority: 4, "
+      "ets_weight: 3}\n" +
+          traffic,
+      "l.yaml", read);
+  ASSERT_TRUE(listed.has_value()) << listed.error().ToString();
+  EXPECT_TRUE(listed->queues[4].pfc);
+  EXPECT_EQ(listed->queues[4].ets_weight, 3);
+}
+
+TEST(NetsimHostQos, ErrorsNameTheScenarioPositionAndTheReport) {
+  using ::testing::HasSubstr;
+  const std::string traffic = "traffic:\n  flows: [{src: 0, dst: 1}]\n";
+  auto missing = ParseScenario("switch:\n  qos_from: nowhere.json\n" + traffic, "/d/m.yaml");
+  ASSERT_FALSE(missing.has_value());
+  EXPECT_EQ(missing.error().code(), ErrorCode::kInvalidArgument);
+  EXPECT_THAT(missing.error().message(), HasSubstr("/d/m.yaml:2:13: switch.qos_from: open "
+                                                   "/d/nowhere.json: No such file"));
+  auto nothing = [](const std::string&) -> Result<std::string> { return std::string("{}"); };
+  auto empty = ParseScenario("switch:\n  qos_from: r.json\n" + traffic, "e.yaml", nothing);
+  ASSERT_FALSE(empty.has_value());
+  EXPECT_THAT(empty.error().message(), HasSubstr("e.yaml:2:13: switch.qos_from: r.json: not an"));
+  auto job = ParseScenario("traffic:\n  collectives: [{dscp: job}]\n", "j.yaml");
+  ASSERT_FALSE(job.has_value());
+  EXPECT_THAT(job.error().message(), HasSubstr("dscp: job needs switch.qos_from"));
+  const std::string report = HostReport().dump();
+  auto read = [&](const std::string&) -> Result<std::string> { return report; };
+  auto kind =
+      ParseScenario("switch:\n  qos_from: {file: r.json, ports: gpu}\n" + traffic, "k.yaml", read);
+  ASSERT_FALSE(kind.has_value());
+  EXPECT_THAT(kind.error().message(),
+              HasSubstr("k.yaml:2:35: switch.qos_from.ports: ports: 'gpu'"));
+  auto both = ParseScenario("switch:\n  qos_from: r.json\n" + traffic, "b.yaml", read);
+  ASSERT_FALSE(both.has_value());
+  EXPECT_THAT(both.error().message(), HasSubstr("r.json: ports eth0 and npu0 disagree"));
+}
+
+// The run uses the host's mapping: DSCP 48 lands in priority 5 (the host's,
+// not 48 >> 3 = 6), and the incast on the job's DSCP pauses priority 4 (the
+// host's PFC priority) without losing a packet.
+TEST(NetsimHostQos, TheRunUsesTheHostsMapping) {
+  const std::string report = HostReport().dump();
+  auto read = [&](const std::string&) -> Result<std::string> { return report; };
+  auto s = ParseScenario(
+      "topology: {kind: star, hosts: 8, link_gbps: 100}\n"
+      "switch:\n  buffer: 4MiB\n  qos_from: {file: host.json, ports: npu}\n"
+      "traffic:\n  incast: {senders: 6, dst: 0, bytes: 1MiB, dscp: 33}\n"
+      "  control: [{bytes: 256, interval: 5us, dscp: 48, count: 20}]\n",
+      "run.yaml", read);
+  ASSERT_TRUE(s.has_value()) << s.error().ToString();
+  SimResult r = Sim(*s);
+  EXPECT_GT(r.queues[5].bytes, 0u) << "control on the host's priority for DSCP 48";
+  EXPECT_EQ(r.queues[6].bytes, 0u);
+  EXPECT_GT(r.queues[4].pauses_sent, 0u) << "PFC on the host's priority 4";
+  EXPECT_EQ(r.lossless_drops, 0u);
+  EXPECT_EQ(r.drops, 0u);
+  const std::string text = FormatReport(r);
+  EXPECT_NE(text.find("# QoS from host.json (host node7, 8 npu ports): PFC on priority 4; DSCP -> "
+                      "priority 4 <- 33; 5 <- 48 (others DSCP >> 3)"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(ToJson(r)["qos_from"]["pfc"], nlohmann::json::array({4}));
 }
 
 }  // namespace

@@ -21,6 +21,23 @@ double Percentile(std::vector<double> v, double q) {
 
 std::string Bytes(uint64_t b) { return FormatBytes(b, ByteUnits::kExact); }
 
+std::string FormatHostQos(const HostQos& q) {
+  std::string out = fmt::format(
+      "# QoS from {} (host {}, {} {} port{}): PFC on priority {}; DSCP -> priority {} (others "
+      "DSCP >> 3)\n",
+      q.file, q.host.empty() ? "?" : q.host, q.ports.size(), q.kinds,
+      q.ports.size() == 1 ? "" : "s", FormatPfc(q.pfc), FormatDscpMap(q.dscp_to_priority));
+  if (q.job_dscp) {
+    auto it = q.dscp_to_priority.find(*q.job_dscp);
+    const int prio = it != q.dscp_to_priority.end() ? it->second : (*q.job_dscp >> 3) & 7;
+    out += fmt::format("#   the job's collectives (dscp: job): DSCP {} ({}), host priority {}\n",
+                       *q.job_dscp, q.job_dscp_source, prio);
+  }
+  for (const std::string& s : q.skipped) out += "#   left out (unreadable): " + s + "\n";
+  for (const std::string& s : q.overrides) out += "#   the scenario's own setting: " + s + "\n";
+  return out;
+}
+
 }  // namespace
 
 comm::CollOp ToCommOp(CollKind k) {
@@ -92,6 +109,7 @@ std::vector<comm::CommRun> ToCommRuns(const SimResult& r) {
 std::string FormatReport(const SimResult& r) {
   std::string out =
       fmt::format("# anxin sim net {}: {} hosts, {} switches\n", r.scenario, r.hosts, r.switches);
+  if (r.qos_from) out += FormatHostQos(*r.qos_from);
   for (const comm::CommRun& run : ToCommRuns(r)) {
     out +=
         fmt::format("# --- {} algo {} on {} ranks\n", comm::OpName(*run.op), run.algo, run.ranks);
@@ -214,6 +232,27 @@ std::string FormatCompare(const SimResult& a, const SimResult& b) {
 nlohmann::json ToJson(const SimResult& r) {
   nlohmann::json j;
   j["scenario"] = r.scenario;
+  if (r.qos_from) {
+    const HostQos& q = *r.qos_from;
+    nlohmann::json map = nlohmann::json::object();
+    for (const auto& [d, p] : q.dscp_to_priority) map[std::to_string(d)] = p;
+    nlohmann::json pfc = nlohmann::json::array();
+    for (int p = 0; p < kPriorities; ++p) {
+      if (q.pfc[static_cast<size_t>(p)]) pfc.push_back(p);
+    }
+    j["qos_from"] = {{"file", q.file},
+                     {"host", q.host},
+                     {"kinds", q.kinds},
+                     {"ports", q.ports},
+                     {"skipped", q.skipped},
+                     {"pfc", pfc},
+                     {"dscp_to_priority", map},
+                     {"job_dscp", q.job_dscp ? nlohmann::json(*q.job_dscp) : nlohmann::json()},
+                     {"job_dscp_source", q.job_dscp_source},
+                     {"overrides", q.overrides}};
+  } else {
+    j["qos_from"] = nullptr;
+  }
   j["hosts"] = r.hosts;
   j["switches"] = r.switches;
   auto& colls = j["collectives"] = nlohmann::json::array();

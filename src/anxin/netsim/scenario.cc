@@ -1,6 +1,7 @@
 #include "anxin/netsim/scenario.h"
 
 #include <cmath>
+#include <filesystem>
 #include <optional>
 
 #include "anxin/base/file.h"
@@ -128,10 +129,12 @@ Status ParseTopology(const ConfigNode& t, TopologySpec& spec) {
   return Ok();
 }
 
-Status ParseQueue(const ConfigNode& q, Scenario& s, uint64_t buffer) {
+Status ParseQueue(const ConfigNode& q, Scenario& s, uint64_t buffer,
+                  std::array<bool, kPriorities>& pfc_given) {
   ANXIN_TRY(q.CheckKeys({"priority", "strict", "ets_weight", "pfc", "ecn"}));
   ANXIN_ASSIGN_OR_RETURN(int prio, q.GetInRange<int>("priority", 0, kPriorities - 1));
   QueueSpec& spec = s.queues[static_cast<size_t>(prio)];
+  pfc_given[static_cast<size_t>(prio)] = q.Find("pfc").has_value();
   ANXIN_ASSIGN_OR_RETURN(spec.strict, q.Get<bool>("strict", false));
   ANXIN_ASSIGN_OR_RETURN(spec.ets_weight, q.GetInRange<int>("ets_weight", 0, 100, 0));
   if (auto pfc = q.Find("pfc")) {
@@ -181,18 +184,97 @@ Status ParseQueue(const ConfigNode& q, Scenario& s, uint64_t buffer) {
   return Ok();
 }
 
-Status ParseSwitch(const ConfigNode& sw, Scenario& s) {
-  ANXIN_TRY(sw.CheckKeys({"buffer", "queues", "dscp_to_priority", "rto", "storm"}));
+void SetPfc(QueueSpec& q, bool on) {
+  q.pfc = on;
+  q.xoff_bytes = on ? 256 << 10 : 0;
+  q.xon_bytes = on ? 128 << 10 : 0;
+}
+void SetEcn(QueueSpec& q) {
+  q.ecn = true;
+  q.kmin_bytes = 100 << 10;
+  q.kmax_bytes = 400 << 10;
+  q.pmax = 0.2;
+}
+
+// switch.qos_from: the DSCP map and PFC priorities of a host from its
+// `anxin doctor --json` report. Keys the scenario sets itself win (each is
+// listed in HostQos::overrides): dscp_to_priority entries, and a queue's pfc.
+Status ApplyQosFrom(const ConfigNode& n, Scenario& s, const ScenarioFileReader& read,
+                    bool queues_given, const std::array<bool, kPriorities>& pfc_given) {
+  std::string file;
+  std::string kinds = "auto";
+  if (n.IsScalar()) {
+    ANXIN_ASSIGN_OR_RETURN(file, n.As<std::string>());
+  } else {
+    ANXIN_TRY(n.CheckKeys({"file", "ports"}));
+    ANXIN_ASSIGN_OR_RETURN(file, n.Get<std::string>("file"));
+    ANXIN_ASSIGN_OR_RETURN(kinds, n.Get<std::string>("ports", kinds));
+    if (kinds != "auto" && kinds != "nic" && kinds != "npu") {
+      return std::unexpected(
+          n.Find("ports")->MakeError("ports: '" + kinds + "' is not auto, nic or npu"));
+    }
+  }
+  if (file.empty()) {
+    return std::unexpected(n.MakeError("the path of a saved `anxin doctor --json` report"));
+  }
+  std::filesystem::path path(file);
+  if (path.is_relative()) path = std::filesystem::path(s.source).parent_path() / path;
+  const std::string resolved = path.lexically_normal().string();
+  auto text = read ? read(resolved) : ReadFile(resolved, 16u << 20);
+  if (!text) return std::unexpected(n.MakeError(text.error().message()));
+  auto q = ParseHostQos(*text, kinds);
+  if (!q) return std::unexpected(n.MakeError(resolved + ": " + q.error().message()));
+  q->file = resolved;
+  // The host's map, then the scenario's own entries over it.
+  std::map<int, int> map = q->dscp_to_priority;
+  for (const auto& [dscp, prio] : s.dscp_to_priority) {
+    auto it = q->dscp_to_priority.find(dscp);
+    const int host = it != q->dscp_to_priority.end() ? it->second : (dscp >> 3) & 7;
+    if (host != prio) {
+      q->overrides.push_back("DSCP " + std::to_string(dscp) + " -> priority " +
+                             std::to_string(prio) + " (host: " + std::to_string(host) + ")");
+    }
+    map[dscp] = prio;
+  }
+  s.dscp_to_priority = std::move(map);
+  if (!queues_given) {
+    // No queues of its own: the host's PFC priorities, each with ECN as the
+    // default scenario's lossless queue has it.
+    s.queues = {};
+    for (size_t p = 0; p < kPriorities; ++p) {
+      if (!q->pfc[p]) continue;
+      SetPfc(s.queues[p], true);
+      SetEcn(s.queues[p]);
+    }
+  } else {
+    for (size_t p = 0; p < kPriorities; ++p) {
+      if (!pfc_given[p]) {
+        SetPfc(s.queues[p], q->pfc[p]);
+      } else if (s.queues[p].pfc != q->pfc[p]) {
+        q->overrides.push_back("priority " + std::to_string(p) + " PFC " +
+                               (s.queues[p].pfc ? "on" : "off") +
+                               " (host: " + (q->pfc[p] ? "on" : "off") + ")");
+      }
+    }
+  }
+  s.qos_from = *std::move(q);
+  return Ok();
+}
+
+Status ParseSwitch(const ConfigNode& sw, Scenario& s, const ScenarioFileReader& read) {
+  ANXIN_TRY(sw.CheckKeys({"buffer", "queues", "dscp_to_priority", "rto", "storm", "qos_from"}));
   ANXIN_ASSIGN_OR_RETURN(s.buffer_bytes, sw.GetBytes("buffer", s.buffer_bytes));
   if (s.buffer_bytes < 64 * 1024) {
     return std::unexpected(sw.Find("buffer")->MakeError("buffer: at least 64KiB"));
   }
   ANXIN_ASSIGN_OR_RETURN(s.rto_ps, GetPs(sw, "rto", s.rto_ps));
   ANXIN_ASSIGN_OR_RETURN(s.storm_ps, GetPs(sw, "storm", s.storm_ps));
+  std::array<bool, kPriorities> pfc_given{};
+  const bool queues_given = sw.Find("queues").has_value();
   if (auto queues = sw.Find("queues")) {
     s.queues = {};
     ANXIN_ASSIGN_OR_RETURN(auto list, queues->Elements());
-    for (const ConfigNode& q : list) ANXIN_TRY(ParseQueue(q, s, s.buffer_bytes));
+    for (const ConfigNode& q : list) ANXIN_TRY(ParseQueue(q, s, s.buffer_bytes, pfc_given));
   }
   if (auto map = sw.Find("dscp_to_priority")) {
     s.dscp_to_priority.clear();
@@ -209,6 +291,7 @@ Status ParseSwitch(const ConfigNode& sw, Scenario& s) {
       s.dscp_to_priority[static_cast<int>(*dscp)] = prio;
     }
   }
+  if (auto qf = sw.Find("qos_from")) ANXIN_TRY(ApplyQosFrom(*qf, s, read, queues_given, pfc_given));
   return Ok();
 }
 
@@ -234,6 +317,24 @@ Status ParseDcqcn(const ConfigNode& d, DcqcnSpec& spec) {
   return Ok();
 }
 
+// A traffic item's dscp: 0..63, or `job`: the DSCP the host report of
+// switch.qos_from says the job's collectives use (HCCL_RDMA_TC, NCCL_IB_TC).
+Result<int> GetDscp(const ConfigNode& item, const Scenario& s, int def) {
+  auto d = item.Find("dscp");
+  if (!d || !d->IsScalar() || d->ScalarText() != "job") {
+    return item.GetInRange<int>("dscp", 0, 63, def);
+  }
+  if (!s.qos_from) {
+    return std::unexpected(
+        d->MakeError("dscp: job needs switch.qos_from (the host report it comes from)"));
+  }
+  if (!s.qos_from->job_dscp) {
+    return std::unexpected(
+        d->MakeError("dscp: job: " + s.qos_from->file + ": " + s.qos_from->job_dscp_error));
+  }
+  return *s.qos_from->job_dscp;
+}
+
 Status ParseTraffic(const ConfigNode& t, Scenario& s) {
   ANXIN_TRY(t.CheckKeys({"collectives", "control", "flows", "incast", "serial"}));
   ANXIN_ASSIGN_OR_RETURN(s.serial, t.Get<bool>("serial", false));
@@ -257,7 +358,7 @@ Status ParseTraffic(const ConfigNode& t, Scenario& s) {
             std::to_string(s.topology.hosts) + " hosts"));
       }
       if (spec.ranks == 1) return std::unexpected(c.Find("ranks")->MakeError("ranks: at least 2"));
-      ANXIN_ASSIGN_OR_RETURN(spec.dscp, c.GetInRange<int>("dscp", 0, 63, spec.dscp));
+      ANXIN_ASSIGN_OR_RETURN(spec.dscp, GetDscp(c, s, spec.dscp));
       ANXIN_ASSIGN_OR_RETURN(spec.start_ps, GetPs(c, "start", 0));
       ANXIN_ASSIGN_OR_RETURN(spec.repeat, c.GetInRange<int>("repeat", 1, 100000, 1));
       ANXIN_ASSIGN_OR_RETURN(spec.chunk_bytes, c.GetBytes("chunk", spec.chunk_bytes));
@@ -306,7 +407,7 @@ Status ParseTraffic(const ConfigNode& t, Scenario& s) {
       if (f.src == f.dst) return std::unexpected(c.MakeError("src and dst are the same host"));
       ANXIN_ASSIGN_OR_RETURN(f.bytes, c.GetBytes("bytes", f.bytes));
       if (f.bytes == 0) return std::unexpected(c.MakeError("bytes: above 0"));
-      ANXIN_ASSIGN_OR_RETURN(f.dscp, c.GetInRange<int>("dscp", 0, 63, 0));
+      ANXIN_ASSIGN_OR_RETURN(f.dscp, GetDscp(c, s, 0));
       ANXIN_ASSIGN_OR_RETURN(f.start_ps, GetPs(c, "start", 0));
       s.flows.push_back(f);
     }
@@ -322,7 +423,7 @@ Status ParseTraffic(const ConfigNode& t, Scenario& s) {
     }
     ANXIN_ASSIGN_OR_RETURN(uint64_t bytes, c->GetBytes("bytes", 1 << 20));
     if (bytes == 0) return std::unexpected(c->MakeError("bytes: above 0"));
-    ANXIN_ASSIGN_OR_RETURN(int dscp, c->GetInRange<int>("dscp", 0, 63, 26));
+    ANXIN_ASSIGN_OR_RETURN(int dscp, GetDscp(*c, s, 26));
     ANXIN_ASSIGN_OR_RETURN(uint64_t start, GetPs(*c, "start", 0));
     // Senders from the far end of the host list, so they sit under other leaves.
     for (int i = 0, h = s.topology.hosts - 1; i < senders; --h) {
@@ -431,7 +532,8 @@ Status ValidateScenario(const Scenario& s) {
   return Ok();
 }
 
-Result<Scenario> ParseScenario(std::string_view yaml, const std::string& name) {
+Result<Scenario> ParseScenario(std::string_view yaml, const std::string& name,
+                               const ScenarioFileReader& read_file) {
   ANXIN_ASSIGN_OR_RETURN(ConfigNode root, ConfigNode::Parse(yaml, name));
   ANXIN_TRY(root.CheckKeys({"seed", "topology", "nic", "switch", "dcqcn", "traffic", "limits"}));
   Scenario s = DefaultScenario();
@@ -446,7 +548,7 @@ Result<Scenario> ParseScenario(std::string_view yaml, const std::string& name) {
     ANXIN_ASSIGN_OR_RETURN(s.train_packets,
                            n->GetInRange<unsigned>("train_packets", 1, 1024, s.train_packets));
   }
-  if (auto sw = root.Find("switch")) ANXIN_TRY(ParseSwitch(*sw, s));
+  if (auto sw = root.Find("switch")) ANXIN_TRY(ParseSwitch(*sw, s, read_file));
   if (auto d = root.Find("dcqcn")) ANXIN_TRY(ParseDcqcn(*d, s.dcqcn));
   if (auto t = root.Find("traffic")) ANXIN_TRY(ParseTraffic(*t, s));
   if (auto l = root.Find("limits")) {

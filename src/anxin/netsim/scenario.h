@@ -15,13 +15,16 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "anxin/base/config.h"
 #include "anxin/base/error.h"
+#include "anxin/netsim/host_qos.h"
 
 namespace anxin::netsim {
 
@@ -122,6 +125,8 @@ struct Scenario {
   uint64_t buffer_bytes = 32ull << 20;  // switch shared buffer
   std::array<QueueSpec, kPriorities> queues{};
   std::map<int, int> dscp_to_priority;  // explicit entries; default dscp >> 3
+  // switch.qos_from: the host report the DSCP map and PFC priorities came from.
+  std::optional<HostQos> qos_from;
   DcqcnSpec dcqcn;
   uint64_t rto_ps = 100'000'000;    // resend of a dropped packet (lossy queues)
   uint64_t storm_ps = 500'000'000;  // a pause longer than this is a PFC storm
@@ -141,7 +146,11 @@ Scenario DefaultScenario();
 // topologies and thresholds out of order are kInvalidArgument
 // "file:line:col: key: problem".
 [[nodiscard]] Result<Scenario> LoadScenario(const std::string& path);
-[[nodiscard]] Result<Scenario> ParseScenario(std::string_view yaml, const std::string& name);
+// How a scenario reads the files it names (switch.qos_from), given the path
+// resolved against the scenario's directory. Empty: ReadFile, at most 16 MiB.
+using ScenarioFileReader = std::function<Result<std::string>(const std::string& path)>;
+[[nodiscard]] Result<Scenario> ParseScenario(std::string_view yaml, const std::string& name,
+                                             const ScenarioFileReader& read_file = {});
 // The checks that do not need a position (also run after edits by flags).
 [[nodiscard]] Status ValidateScenario(const Scenario& s);
 

@@ -33,18 +33,91 @@ enum EventKind : uint32_t {
   kFlowStart,  // id: index in scenario.flows
 };
 
+// 24 bytes: the time, the order of scheduling (ties in time keep it, so a run
+// is deterministic) and the payload: kind in the low 3 bits, then the id (32
+// bits), then aux (29 bits: a port index or a resend's bytes).
 struct Event {
   uint64_t t;
-  uint64_t seq;  // ties in time keep scheduling order: deterministic
-  uint32_t kind;
-  uint32_t id;
-  uint64_t aux;
+  uint64_t seq;
+  uint64_t payload;
+  uint32_t kind() const { return static_cast<uint32_t>(payload & 7); }
+  uint32_t id() const { return static_cast<uint32_t>(payload >> 3); }
+  uint32_t aux() const { return static_cast<uint32_t>(payload >> 35); }
 };
-struct Later {
-  bool operator()(const Event& a, const Event& b) const {
-    return a.t != b.t ? a.t > b.t : a.seq > b.seq;
+constexpr uint64_t kMaxAux = (uint64_t{1} << 29) - 1;
+
+// A 4-ary min-heap on (t, seq). (t, seq) is unique, so the order of pops does
+// not depend on the heap's shape: any correct priority queue gives the same
+// run. Four children per node halve the depth of a binary heap and keep the
+// children of a node within two cache lines.
+class EventQueue {
+ public:
+  bool empty() const { return h_.empty(); }
+  size_t capacity() const { return h_.capacity(); }
+  void Push(const Event& e) {
+    size_t i = h_.size();
+    h_.push_back(e);
+    Event* h = h_.data();
+    while (i > 0) {
+      const size_t parent = (i - 1) / 4;
+      if (!Less(e, h[parent])) break;
+      h[i] = h[parent];
+      i = parent;
+    }
+    h[i] = e;
   }
+  // Floyd's pop: the hole at the root goes down to a leaf along the smaller
+  // children (3 comparisons a level, no test against the last element), then
+  // the last element rises from there, usually not far.
+  Event Pop() {
+    Event* h = h_.data();
+    const Event top = h[0];
+    const size_t n = h_.size() - 1;  // after the last element is taken out
+    size_t i = 0;
+    while (true) {
+      const size_t first = 4 * i + 1;
+      if (first + 4 <= n) {
+        const size_t a = Less(h[first + 1], h[first]) ? first + 1 : first;
+        const size_t b = Less(h[first + 3], h[first + 2]) ? first + 3 : first + 2;
+        const size_t best = Less(h[b], h[a]) ? b : a;
+        h[i] = h[best];
+        i = best;
+        continue;
+      }
+      if (first < n) {
+        size_t best = first;
+        for (size_t c = first + 1; c < n; ++c) best = Less(h[c], h[best]) ? c : best;
+        h[i] = h[best];
+        i = best;
+      }
+      break;
+    }
+    const Event last = h[n];
+    while (i > 0) {
+      const size_t parent = (i - 1) / 4;
+      if (!Less(last, h[parent])) break;
+      h[i] = h[parent];
+      i = parent;
+    }
+    h[i] = last;
+    h_.pop_back();
+    return top;
+  }
+
+ private:
+  static unsigned __int128 Key(const Event& e) {
+    return static_cast<unsigned __int128>(e.t) << 64 | e.seq;
+  }
+  static bool Less(const Event& a, const Event& b) { return Key(a) < Key(b); }
+  std::vector<Event> h_;
 };
+
+// std::llround for 0 <= x < 2^53 (half away from zero), without the call
+// into libm: x minus its integer part is exact in double precision.
+inline uint64_t RoundPs(double x) {
+  const auto i = static_cast<int64_t>(x);
+  return static_cast<uint64_t>(x - static_cast<double>(i) >= 0.5 ? i + 1 : i);
+}
 
 enum PacketKind : uint8_t { kData, kCnp };
 
@@ -100,6 +173,8 @@ struct Port {
   uint64_t longest_pause[kPriorities] = {};
   uint64_t tx_bytes[kPriorities] = {};
   bool paused[kPriorities] = {};
+  uint8_t queued = 0;       // bit p: head[p] != kNone
+  uint8_t paused_bits = 0;  // bit p: paused[p]
   bool xoff_sent[kPriorities] = {};
   uint32_t busy = kNone;
   int rr = 0;
@@ -118,6 +193,7 @@ struct Port {
 
 struct HostNic {
   std::array<std::vector<uint32_t>, kPriorities> active;
+  uint8_t active_bits = 0;  // bit p: active[p] is not empty
   std::array<size_t, kPriorities> rr{};
 };
 
@@ -153,8 +229,7 @@ class Simulator {
  private:
   // Events
   void Schedule(uint64_t t, uint32_t kind, uint32_t id, uint64_t aux = 0) {
-    heap_.push_back(Event{t, seq_++, kind, id, aux});
-    std::push_heap(heap_.begin(), heap_.end(), Later{});
+    events_q_.Push(Event{t, seq_++, kind | uint64_t{id} << 3 | aux << 35});
   }
   uint64_t Random() { return rng_ = Mix(rng_); }
   double Uniform() { return static_cast<double>(Random() >> 11) * 0x1.0p-53; }
@@ -218,6 +293,7 @@ class Simulator {
     if (fl.active || fl.to_send == 0) return;
     fl.active = true;
     nics_[fl.src].active[fl.prio].push_back(id);
+    nics_[fl.src].active_bits |= static_cast<uint8_t>(1u << fl.prio);
     StartTx(f_.HostPort(static_cast<int>(fl.src)));
   }
 
@@ -235,6 +311,7 @@ class Simulator {
     Flow& fl = flows_[next];
     fl.active = true;
     nics_[fl.src].active[fl.prio].push_back(next);
+    nics_[fl.src].active_bits |= static_cast<uint8_t>(1u << fl.prio);
   }
 
   // Scheduling
@@ -249,26 +326,31 @@ class Simulator {
     (void)any;
     return false;
   }
-  bool Eligible(uint32_t port_id, int p, bool host, uint64_t* earliest) {
-    Port& port = ports_[port_id];
-    if (port.paused[p]) return false;
-    if (port.head[p] != kNone) return true;
-    return host && FlowReady(port.node, p, earliest);
-  }
+  // Strict priorities first (highest first), then DWRR from port.rr among the
+  // others. A priority is eligible when it is not paused and has a packet
+  // queued or (on a NIC) a flow allowed to send now; *earliest gets the next
+  // time a rate-limited flow may send. The bit masks skip what is empty.
   int Pick(uint32_t port_id, bool host, uint64_t* earliest) {
-    for (int p = kPriorities - 1; p >= 0; --p) {
-      if (s_.queues[static_cast<size_t>(p)].strict && Eligible(port_id, p, host, earliest))
-        return p;
-    }
     Port& port = ports_[port_id];
-    for (int tries = 0; tries < 2 * kPriorities; ++tries) {
-      const int p = port.rr;
-      const QueueSpec& q = s_.queues[static_cast<size_t>(p)];
-      if (q.strict || !Eligible(port_id, p, host, earliest)) {
-        if (!q.strict) port.deficit[p] = 0;
-        port.rr = (port.rr + 1) % kPriorities;
+    const uint8_t flows = host ? nics_[port.node].active_bits : 0;
+    const uint8_t candidates = static_cast<uint8_t>((port.queued | flows) & ~port.paused_bits);
+    auto eligible = [&](int p) {
+      const unsigned bit = 1u << p;
+      if (!(candidates & bit)) return false;
+      return (port.queued & bit) != 0 || FlowReady(port.node, p, earliest);
+    };
+    for (int p = kPriorities - 1; p >= 0; --p) {
+      if ((strict_bits_ >> p & 1) && eligible(p)) return p;
+    }
+    // DWRR: a non-strict priority passed over has its deficit reset.
+    for (int k = 0; k < kPriorities; ++k) {
+      const int p = (port.rr + k) % kPriorities;
+      if (strict_bits_ >> p & 1) continue;
+      if (!eligible(p)) {
+        port.deficit[p] = 0;
         continue;
       }
+      port.rr = p;
       if (port.deficit[p] <= 0) port.deficit[p] += quantum_[static_cast<size_t>(p)];
       return p;
     }
@@ -300,12 +382,13 @@ class Simulator {
       if (fl.limited) {
         CatchUp(fl);
         if (fl.limited) {
-          fl.next_send_ps = now_ + static_cast<uint64_t>(std::llround(pk.wire * 8000.0 / fl.rc));
+          fl.next_send_ps = now_ + RoundPs(pk.wire * 8000.0 / fl.rc);
         }
       }
       if (fl.to_send == 0) {
         fl.active = false;
         list.erase(list.begin() + static_cast<ptrdiff_t>(idx));
+        if (list.empty()) nic.active_bits &= static_cast<uint8_t>(~(1u << p));
         nic.rr[p] = list.empty() ? 0 : idx % list.size();
         NextOnQp(fl.qp);
       } else {
@@ -334,7 +417,10 @@ class Simulator {
     if (pid != kNone) {
       Packet& pk = packets_[pid];
       port.head[p] = pk.next;
-      if (port.head[p] == kNone) port.tail[p] = kNone;
+      if (port.head[p] == kNone) {
+        port.tail[p] = kNone;
+        port.queued &= static_cast<uint8_t>(~(1u << p));
+      }
       port.qbytes[p] -= pk.wire;
     } else {
       pid = PacketFromFlow(port.node, p);
@@ -347,7 +433,7 @@ class Simulator {
     }
     port.busy = pid;
     port.tx_bytes[p] += pk.wire;
-    const uint64_t ser = static_cast<uint64_t>(std::llround(pk.wire * port.ps_per_byte));
+    const uint64_t ser = RoundPs(pk.wire * port.ps_per_byte);
     Schedule(now_ + ser, kTxDone, port_id);
     Schedule(now_ + ser + port.delay_ps, kArrive, pid, port.peer);
   }
@@ -358,6 +444,7 @@ class Simulator {
     pk.next = kNone;
     if (port.tail[p] == kNone) {
       port.head[p] = pid;
+      port.queued |= static_cast<uint8_t>(1u << p);
     } else {
       packets_[port.tail[p]].next = pid;
     }
@@ -399,7 +486,7 @@ class Simulator {
   // PFC
   void SendPause(uint32_t ingress_port, int p, bool on) {
     const Port& in = ports_[ingress_port];
-    const uint64_t ser = static_cast<uint64_t>(std::llround(kPauseFrameBytes * in.ps_per_byte));
+    const uint64_t ser = RoundPs(kPauseFrameBytes * in.ps_per_byte);
     Schedule(now_ + ser + in.delay_ps, kPause,
              in.peer * 16 + static_cast<uint32_t>(p) * 2 + (on ? 1 : 0));
     if (on) {
@@ -411,6 +498,7 @@ class Simulator {
     Port& port = ports_[port_id];
     if (on == port.paused[p]) return;
     port.paused[p] = on;
+    port.paused_bits ^= static_cast<uint8_t>(1u << p);
     if (on) {
       port.paused_since[p] = now_;
     } else {
@@ -706,9 +794,9 @@ class Simulator {
 
   Status CheckLimits() {
     const uint64_t memory = f_.MemoryBytes() + packets_.capacity() * sizeof(Packet) +
-                            flows_.capacity() * sizeof(Flow) + heap_.capacity() * sizeof(Event) +
-                            ports_.size() * sizeof(Port) + control_latency_ps_.capacity() * 8 +
-                            received_entries() * 32;
+                            flows_.capacity() * sizeof(Flow) +
+                            events_q_.capacity() * sizeof(Event) + ports_.size() * sizeof(Port) +
+                            control_latency_ps_.capacity() * 8 + received_entries() * 32;
     result_.peak_memory_bytes = std::max(result_.peak_memory_bytes, memory);
     if (memory > s_.limits.max_memory) {
       return ResourceExhausted(
@@ -741,7 +829,7 @@ class Simulator {
   const Scenario& s_;
   Fabric f_;
   uint64_t rng_;
-  std::vector<Event> heap_;
+  EventQueue events_q_;
   uint64_t seq_ = 0;
   uint64_t now_ = 0;
   uint64_t events_ = 0;
@@ -756,6 +844,7 @@ class Simulator {
   std::vector<HostNic> nics_;
   std::vector<uint64_t> buffer_used_;
   std::array<int64_t, kPriorities> quantum_{};
+  uint8_t strict_bits_ = 0;  // bit p: queue p is strict
   int cnp_prio_ = 0;
   std::unordered_map<uint64_t, std::deque<uint32_t>> qp_pending_;
   std::vector<std::unique_ptr<CollInstance>> colls_;
@@ -794,6 +883,7 @@ Result<SimResult> Simulator::Run() {
   const auto wall_start = std::chrono::steady_clock::now();
   const std::clock_t cpu_start = std::clock();
   result_.scenario = s_.source;
+  result_.qos_from = s_.qos_from;
   result_.hosts = f_.hosts;
   result_.switches = f_.switches;
   result_.timeline.max_queue_bytes.assign(kTimelineBins, {});
@@ -813,6 +903,7 @@ Result<SimResult> Simulator::Run() {
     const int w = s_.queues[static_cast<size_t>(p)].ets_weight;
     quantum_[static_cast<size_t>(p)] =
         static_cast<int64_t>(w > 0 ? w : 1) * (s_.mtu + s_.header_bytes);
+    if (s_.queues[static_cast<size_t>(p)].strict) strict_bits_ |= static_cast<uint8_t>(1u << p);
   }
   cnp_prio_ = s_.PriorityOfDscp(s_.dcqcn.cnp_dscp);
   for (size_t i = 0; i < s_.collectives.size(); ++i) {
@@ -843,46 +934,49 @@ Result<SimResult> Simulator::Run() {
   control_sent_.assign(s_.control.size(), 0);
   for (size_t g = 0; g < s_.control.size(); ++g) Schedule(0, kControl, static_cast<uint32_t>(g));
 
-  while (!heap_.empty()) {
-    std::pop_heap(heap_.begin(), heap_.end(), Later{});
-    const Event e = heap_.back();
-    heap_.pop_back();
+  if (ports_.size() > kMaxAux || s_.mtu * uint64_t{s_.train_packets} > kMaxAux) {
+    return ResourceExhausted("the fabric has more ports than the engine can address (" +
+                             std::to_string(kMaxAux) + ")");
+  }
+  while (!events_q_.empty()) {
+    const Event e = events_q_.Pop();
     now_ = e.t;
     ++events_;
     if ((events_ & 0xFFFF) == 0 || events_ > s_.limits.max_events) ANXIN_TRY(CheckLimits());
-    switch (e.kind) {
+    switch (e.kind()) {
       case kArrive:
-        OnArrive(e.id, static_cast<uint32_t>(e.aux));
+        OnArrive(e.id(), e.aux());
         break;
       case kTxDone:
-        OnTxDone(e.id);
+        OnTxDone(e.id());
         break;
       case kPause:
-        OnPause(e.id / 16, static_cast<int>((e.id / 2) % 8), (e.id & 1) != 0);
+        OnPause(e.id() / 16, static_cast<int>((e.id() / 2) % 8), (e.id() & 1) != 0);
         break;
       case kResend: {
-        Flow& fl = flows_[e.id];
-        fl.to_send += e.aux;
-        Activate(e.id);
+        Flow& fl = flows_[e.id()];
+        fl.to_send += e.aux();
+        Activate(e.id());
         break;
       }
       case kNicWake:
-        ports_[e.id].wake_pending = false;
-        StartTx(e.id);
+        ports_[e.id()].wake_pending = false;
+        StartTx(e.id());
         break;
       case kControl:
-        OnControl(e.id);
+        OnControl(e.id());
         break;
       case kCollStart:
-        StartCollective(e.id);
+        StartCollective(e.id());
         break;
       case kFlowStart: {
-        const FlowSpec& fs = s_.flows[e.id];
-        const uint32_t fid = NewFlow(static_cast<uint32_t>(fs.src), static_cast<uint32_t>(fs.dst),
-                                     s_.PriorityOfDscp(fs.dscp), fs.bytes, kBackgroundFlow,
-                                     QpKey(0xFFFFFF, static_cast<uint32_t>(fs.src),
-                                           static_cast<uint32_t>(fs.dst), static_cast<int>(e.id)));
-        flows_[fid].owner = e.id;
+        const FlowSpec& fs = s_.flows[e.id()];
+        const uint32_t fid =
+            NewFlow(static_cast<uint32_t>(fs.src), static_cast<uint32_t>(fs.dst),
+                    s_.PriorityOfDscp(fs.dscp), fs.bytes, kBackgroundFlow,
+                    QpKey(0xFFFFFF, static_cast<uint32_t>(fs.src), static_cast<uint32_t>(fs.dst),
+                          static_cast<int>(e.id())));
+        flows_[fid].owner = e.id();
         break;
       }
     }

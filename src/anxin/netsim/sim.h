@@ -23,6 +23,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -82,6 +83,7 @@ struct FlowResult {
 
 struct SimResult {
   std::string scenario;
+  std::optional<HostQos> qos_from;  // the host report switch.qos_from read
   int hosts = 0, switches = 0;
   std::vector<CollectiveResult> collectives;
   LatencySummary control;
