@@ -5,10 +5,12 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <iterator>
 #include <limits>
 #include <numeric>
+#include <optional>
 
-#include "anxin/base/file.h"
+#include "anxin/base/line_reader.h"
 #include "anxin/base/strings.h"
 
 namespace anxin::kernels {
@@ -52,12 +54,17 @@ Result<int64_t> ParseLength(std::string_view field, const std::string& where) {
   return v;
 }
 
+// The fields a JSON Lines record gives its length in, in the order they are
+// looked for: a number, else the token ids themselves.
+constexpr std::string_view kNumberKeys[] = {"length",   "len",     "num_tokens",
+                                            "n_tokens", "seq_len", "sequence_length"};
+constexpr std::string_view kTokenKeys[] = {"input_ids", "token_ids", "tokens", "ids"};
+constexpr int kNumberKeyCount = static_cast<int>(std::size(kNumberKeys));
+constexpr int kKeyCount = kNumberKeyCount + static_cast<int>(std::size(kTokenKeys));
+
 Result<int64_t> JsonLength(const nlohmann::json& j, const std::string& where) {
-  static constexpr const char* kNumberKeys[] = {"length",   "len",     "num_tokens",
-                                                "n_tokens", "seq_len", "sequence_length"};
-  static constexpr const char* kTokenKeys[] = {"input_ids", "token_ids", "tokens", "ids"};
   if (!j.is_object()) return InvalidArgument(where + ": not a JSON object");
-  for (const char* key : kNumberKeys) {
+  for (std::string_view key : kNumberKeys) {
     auto it = j.find(key);
     if (it == j.end()) continue;
     if (it->is_number_integer()) {
@@ -67,11 +74,12 @@ Result<int64_t> JsonLength(const nlohmann::json& j, const std::string& where) {
             fmt::format("{}: \"{}\" is {}: lengths count tokens, 0 or more", where, key, v));
       return v;
     }
-    if (it->is_number_float()) return ParseLength(it->dump(), where + ": \"" + key + "\"");
+    if (it->is_number_float())
+      return ParseLength(it->dump(), where + ": \"" + std::string(key) + "\"");
     return InvalidArgument(fmt::format("{}: \"{}\" is {}, not a whole number of tokens", where, key,
                                        Excerpt(it->dump())));
   }
-  for (const char* key : kTokenKeys) {
+  for (std::string_view key : kTokenKeys) {
     auto it = j.find(key);
     if (it == j.end()) continue;
     if (!it->is_array())
@@ -83,25 +91,317 @@ Result<int64_t> JsonLength(const nlohmann::json& j, const std::string& where) {
                          "token ids)");
 }
 
-LengthHistogram Histogram(std::vector<Entry> entries, std::string format) {
-  LengthHistogram h;
-  h.format = std::move(format);
-  // Dense counting when the lengths are small enough (the usual case: fast
-  // for millions of lines); else sort.
-  int64_t max_len = 0;
-  for (const Entry& e : entries) max_len = std::max(max_len, e.length);
-  if (max_len <= (int64_t{1} << 24)) {
-    std::vector<uint64_t> dense(static_cast<size_t>(max_len) + 1, 0);
-    for (const Entry& e : entries) dense[static_cast<size_t>(e.length)] += e.count;
-    for (size_t l = 0; l < dense.size(); ++l) {
-      if (dense[l] == 0) continue;
-      h.lengths.push_back(static_cast<int64_t>(l));
-      h.counts.push_back(dense[l]);
+bool IsDigit(char c) { return c >= '0' && c <= '9'; }
+
+// A JSON Lines record's length read without building a document, where the
+// text leaves no doubt: the whole line is valid JSON (as strict as
+// nlohmann::json: UTF-8, escapes, number syntax, finite numbers), one object,
+// and its length field (the last of duplicates, as nlohmann keeps) is a plain
+// integer or an array (whose top-level elements are counted). Whatever it is
+// not sure of (negative or fractional lengths, escapes in keys, surrogate
+// escapes, numbers near the limits, deep nesting, errors) is nullopt, and
+// the document parser decides, so the answer is always the document's.
+class JsonLengthScanner {
+ public:
+  explicit JsonLengthScanner(std::string_view s) : p_(s.data()), end_(s.data() + s.size()) {}
+
+  std::optional<int64_t> Scan() {
+    enum State : uint8_t { kAbsent, kKnown, kUnsure };
+    State state[kKeyCount] = {};
+    int64_t value[kKeyCount] = {};
+    if (p_ == end_ || *p_ != '{') return std::nullopt;
+    ++p_;
+    SkipSpace();
+    if (p_ < end_ && *p_ == '}') {
+      ++p_;
+    } else {
+      for (;;) {
+        if (p_ == end_ || *p_ != '"') return std::nullopt;
+        const char* key_begin = p_ + 1;
+        bool escaped = false;
+        if (!String(&escaped)) return std::nullopt;
+        if (escaped) return std::nullopt;  // "\u006cength" is "length"
+        const std::string_view key(key_begin, static_cast<size_t>(p_ - 1 - key_begin));
+        SkipSpace();
+        if (p_ == end_ || *p_ != ':') return std::nullopt;
+        ++p_;
+        SkipSpace();
+        int slot = Slot(key);
+        if (slot < 0) {
+          if (!Value(1)) return std::nullopt;
+        } else if (slot < kNumberKeyCount && p_ < end_ && IsDigit(*p_)) {
+          std::optional<int64_t> v;
+          if (!Number(&v)) return std::nullopt;
+          state[slot] = v ? kKnown : kUnsure;
+          value[slot] = v.value_or(0);
+        } else if (slot >= kNumberKeyCount && p_ < end_ && *p_ == '[') {
+          if (!Array(1, &value[slot])) return std::nullopt;
+          state[slot] = kKnown;
+        } else {
+          if (!Value(1)) return std::nullopt;
+          state[slot] = kUnsure;
+        }
+        SkipSpace();
+        if (p_ == end_) return std::nullopt;
+        if (*p_ == ',') {
+          ++p_;
+          SkipSpace();
+          continue;
+        }
+        if (*p_ != '}') return std::nullopt;
+        ++p_;
+        break;
+      }
     }
-  } else {
-    std::sort(entries.begin(), entries.end(),
+    SkipSpace();
+    if (p_ != end_) return std::nullopt;
+    // JsonLength's order: the first number field present, else the first token field.
+    for (int group = 0; group < 2; ++group) {
+      for (int i = group == 0 ? 0 : kNumberKeyCount; i < (group == 0 ? kNumberKeyCount : kKeyCount);
+           ++i) {
+        if (state[i] == kAbsent) continue;
+        if (state[i] == kKnown) return value[i];
+        return std::nullopt;
+      }
+    }
+    return std::nullopt;  // no length field: the document parser words the error
+  }
+
+ private:
+  static constexpr int kMaxDepth = 64;
+
+  static int Slot(std::string_view key) {
+    for (int i = 0; i < kNumberKeyCount; ++i)
+      if (key == kNumberKeys[i]) return i;
+    for (int i = kNumberKeyCount; i < kKeyCount; ++i)
+      if (key == kTokenKeys[i - kNumberKeyCount]) return i;
+    return -1;
+  }
+
+  void SkipSpace() {
+    while (p_ < end_ && (*p_ == ' ' || *p_ == '\t' || *p_ == '\n' || *p_ == '\r')) ++p_;
+  }
+
+  // At '"': past the closing quote. escaped: the string holds a backslash.
+  bool String(bool* escaped) {
+    ++p_;
+    while (p_ < end_) {
+      const auto c = static_cast<unsigned char>(*p_);
+      if (c == '"') {
+        ++p_;
+        return true;
+      }
+      if (c == '\\') {
+        *escaped = true;
+        if (end_ - p_ < 2) return false;
+        switch (p_[1]) {
+          case '"':
+          case '\\':
+          case '/':
+          case 'b':
+          case 'f':
+          case 'n':
+          case 'r':
+          case 't':
+            p_ += 2;
+            continue;
+          case 'u': {
+            if (end_ - p_ < 6) return false;
+            unsigned cp = 0;
+            for (int i = 2; i < 6; ++i) {
+              char h = p_[i];
+              unsigned d = IsDigit(h)               ? static_cast<unsigned>(h - '0')
+                           : (h >= 'a' && h <= 'f') ? static_cast<unsigned>(h - 'a' + 10)
+                           : (h >= 'A' && h <= 'F') ? static_cast<unsigned>(h - 'A' + 10)
+                                                    : 16u;
+              if (d == 16u) return false;
+              cp = cp * 16 + d;
+            }
+            // Surrogates must pair up; the document parser checks that.
+            if (cp >= 0xd800 && cp <= 0xdfff) return false;
+            p_ += 6;
+            continue;
+          }
+          default:
+            return false;
+        }
+      }
+      if (c < 0x20) return false;  // control characters must be escaped
+      if (c < 0x80) {
+        ++p_;
+        continue;
+      }
+      size_t n = Utf8SequenceLength(std::string_view(p_, static_cast<size_t>(end_ - p_)), 0);
+      if (n == 0) return false;
+      p_ += n;
+    }
+    return false;
+  }
+
+  // A JSON number. plain: its value when it is an integer of 1 to 18 digits
+  // without a sign (certainly a non-negative int64 to the document parser).
+  bool Number(std::optional<int64_t>* plain) {
+    const char* begin = p_;
+    if (*p_ == '-') ++p_;
+    const char* digits = p_;
+    if (p_ == end_) return false;
+    if (*p_ == '0') {
+      ++p_;
+    } else if (IsDigit(*p_)) {
+      while (p_ < end_ && IsDigit(*p_)) ++p_;
+    } else {
+      return false;
+    }
+    const char* int_end = p_;
+    bool integer = true;
+    if (p_ < end_ && *p_ == '.') {
+      ++p_;
+      if (p_ == end_ || !IsDigit(*p_)) return false;
+      while (p_ < end_ && IsDigit(*p_)) ++p_;
+      integer = false;
+    }
+    if (p_ < end_ && (*p_ == 'e' || *p_ == 'E')) {
+      ++p_;
+      if (p_ < end_ && (*p_ == '+' || *p_ == '-')) ++p_;
+      if (p_ == end_ || !IsDigit(*p_)) return false;
+      while (p_ < end_ && IsDigit(*p_)) ++p_;
+      integer = false;
+    }
+    if (integer && int_end - digits <= 18) {
+      if (plain != nullptr && begin == digits) {
+        int64_t v = 0;
+        std::from_chars(digits, int_end, v);
+        *plain = v;
+      }
+      return true;
+    }
+    // nlohmann::json reads what is not a 64-bit integer as a double and
+    // rejects it when that overflows; be sure it does not.
+    double d = 0;
+    auto [q, ec] = std::from_chars(begin, p_, d);
+    return ec == std::errc() && q == p_ && std::isfinite(d);
+  }
+
+  bool Literal(std::string_view word) {
+    if (static_cast<size_t>(end_ - p_) < word.size() || std::string_view(p_, word.size()) != word)
+      return false;
+    p_ += word.size();
+    return true;
+  }
+
+  // At '[': past the ']', with the number of elements.
+  bool Array(int depth, int64_t* count) {
+    ++p_;
+    SkipSpace();
+    int64_t n = 0;
+    if (p_ < end_ && *p_ == ']') {
+      ++p_;
+      *count = 0;
+      return true;
+    }
+    for (;;) {
+      if (!Value(depth + 1)) return false;
+      ++n;
+      SkipSpace();
+      if (p_ == end_) return false;
+      if (*p_ == ',') {
+        ++p_;
+        SkipSpace();
+        continue;
+      }
+      if (*p_ != ']') return false;
+      ++p_;
+      *count = n;
+      return true;
+    }
+  }
+
+  // At '{' below the top level: past the '}'.
+  bool Object(int depth) {
+    ++p_;
+    SkipSpace();
+    if (p_ < end_ && *p_ == '}') {
+      ++p_;
+      return true;
+    }
+    for (;;) {
+      bool escaped = false;
+      if (p_ == end_ || *p_ != '"' || !String(&escaped)) return false;
+      SkipSpace();
+      if (p_ == end_ || *p_ != ':') return false;
+      ++p_;
+      SkipSpace();
+      if (!Value(depth + 1)) return false;
+      SkipSpace();
+      if (p_ == end_) return false;
+      if (*p_ == ',') {
+        ++p_;
+        SkipSpace();
+        continue;
+      }
+      if (*p_ != '}') return false;
+      ++p_;
+      return true;
+    }
+  }
+
+  // Any value, skipped; at its first character.
+  bool Value(int depth) {
+    if (p_ == end_ || depth > kMaxDepth) return false;
+    switch (*p_) {
+      case '"': {
+        bool escaped = false;
+        return String(&escaped);
+      }
+      case '{':
+        return Object(depth);
+      case '[': {
+        int64_t n = 0;
+        return Array(depth, &n);
+      }
+      case 't':
+        return Literal("true");
+      case 'f':
+        return Literal("false");
+      case 'n':
+        return Literal("null");
+      default:
+        return (*p_ == '-' || IsDigit(*p_)) && Number(nullptr);
+    }
+  }
+
+  const char* p_;
+  const char* end_;
+};
+
+// Counts per length, gathered record by record: a dense table for lengths up
+// to 2^24 (the usual case: nothing allocated per record), a list sorted at
+// the end for longer ones.
+class HistogramBuilder {
+ public:
+  void Add(int64_t length, uint64_t count) {
+    ++records_;
+    const auto l = static_cast<uint64_t>(length);
+    if (l < dense_.size()) {
+      dense_[l] += count;
+    } else {
+      AddOutsideTable(length, count);
+    }
+  }
+  size_t records() const { return records_; }
+
+  LengthHistogram Finish(std::string format) && {
+    LengthHistogram h;
+    h.format = std::move(format);
+    for (size_t l = 0; l < dense_.size(); ++l) {
+      if (dense_[l] == 0) continue;
+      h.lengths.push_back(static_cast<int64_t>(l));
+      h.counts.push_back(dense_[l]);
+    }
+    // All longer than the table's lengths, so they follow them.
+    std::sort(sparse_.begin(), sparse_.end(),
               [](const Entry& a, const Entry& b) { return a.length < b.length; });
-    for (const Entry& e : entries) {
+    for (const Entry& e : sparse_) {
       if (e.count == 0) continue;
       if (!h.lengths.empty() && h.lengths.back() == e.length) {
         h.counts.back() += e.count;
@@ -110,11 +410,130 @@ LengthHistogram Histogram(std::vector<Entry> entries, std::string format) {
         h.counts.push_back(e.count);
       }
     }
+    for (size_t i = 0; i < h.lengths.size(); ++i) {
+      h.sequences += h.counts[i];
+      h.tokens += h.counts[i] * static_cast<uint64_t>(h.lengths[i]);
+    }
+    return h;
   }
-  for (size_t i = 0; i < h.lengths.size(); ++i) {
-    h.sequences += h.counts[i];
-    h.tokens += h.counts[i] * static_cast<uint64_t>(h.lengths[i]);
+
+ private:
+  static constexpr int64_t kDenseMax = int64_t{1} << 24;
+
+  void AddOutsideTable(int64_t length, uint64_t count) {
+    if (length > kDenseMax) {
+      sparse_.push_back({length, count});
+      return;
+    }
+    const auto l = static_cast<size_t>(length);
+    dense_.resize(std::max(l + 1, std::min(2 * dense_.size(), static_cast<size_t>(kDenseMax) + 1)),
+                  0);
+    dense_[l] += count;
   }
+
+  std::vector<uint64_t> dense_;
+  std::vector<Entry> sparse_;
+  size_t records_ = 0;
+};
+
+// The whole of s as a length when it is plainly one: digits only.
+bool PlainLength(std::string_view s, int64_t* v) {
+  if (s.empty() || !IsDigit(s.front()) || !IsDigit(s.back())) return false;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), *v);
+  return ec == std::errc() && p == s.data() + s.size();
+}
+
+enum class Format { kUnknown, kNumbers, kCsv, kJsonl };
+
+const char* FormatName(Format f) {
+  switch (f) {
+    case Format::kNumbers:
+      return "numbers";
+    case Format::kCsv:
+      return "csv";
+    case Format::kJsonl:
+      return "jsonl";
+    case Format::kUnknown:
+      break;
+  }
+  return "";
+}
+
+// ParseLengths and ReadLengths: the lines of a lengths file, label naming it
+// in errors. Each line first meets a fast path for a plain record of the
+// file's format; anything else (blank lines, comments, the CSV header,
+// white space, floats, negative numbers, odd JSON) takes the general path,
+// which words every error.
+Result<LengthHistogram> ParseLines(LineReader& lines, const std::string& label) {
+  HistogramBuilder hist;
+  Format format = Format::kUnknown;
+  bool csv_header_allowed = true;
+  std::string_view line;
+  for (;;) {
+    ANXIN_ASSIGN_OR_RETURN(bool more, lines.Next(line));
+    if (!more) break;
+    int64_t v = 0;
+    if (format == Format::kNumbers) {
+      if (PlainLength(line, &v)) {
+        hist.Add(v, 1);
+        continue;
+      }
+    } else if (format == Format::kCsv) {
+      int64_t count = 0;
+      size_t comma = line.find(',');
+      if (comma != std::string_view::npos && PlainLength(line.substr(0, comma), &v) &&
+          PlainLength(line.substr(comma + 1), &count)) {
+        hist.Add(v, static_cast<uint64_t>(count));
+        csv_header_allowed = false;
+        continue;
+      }
+    }
+    std::string_view t = Trim(line);
+    if (t.empty() || t.front() == '#') continue;
+    if (format == Format::kUnknown) {
+      format = t.front() == '{'                        ? Format::kJsonl
+               : t.find(',') != std::string_view::npos ? Format::kCsv
+                                                       : Format::kNumbers;
+    }
+    // Built only on the error paths below, so the loop stays cheap.
+    auto where = [&] { return fmt::format("{}:{}", label, lines.line_number()); };
+    if (format == Format::kNumbers) {
+      auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+      if (ec != std::errc() || p != t.data() + t.size() || v < 0) {
+        ANXIN_ASSIGN_OR_RETURN(v, ParseLength(t, where()));
+      }
+      hist.Add(v, 1);
+    } else if (format == Format::kCsv) {
+      auto fields = Split(t, ',');
+      if (fields.size() != 2)
+        return InvalidArgument(fmt::format(
+            "{}: {} fields: a histogram CSV has two, length and count", where(), fields.size()));
+      if (csv_header_allowed && !Trim(fields[0]).empty() &&
+          !std::isdigit(static_cast<unsigned char>(Trim(fields[0]).front()))) {
+        if (Trim(fields[0]).front() != '-') {
+          csv_header_allowed = false;
+          continue;  // the header line
+        }
+      }
+      csv_header_allowed = false;
+      ANXIN_ASSIGN_OR_RETURN(int64_t len, ParseLength(fields[0], where() + ": length"));
+      ANXIN_ASSIGN_OR_RETURN(int64_t count, ParseLength(fields[1], where() + ": count"));
+      hist.Add(len, static_cast<uint64_t>(count));
+    } else {
+      if (std::optional<int64_t> len = JsonLengthScanner(t).Scan()) {
+        hist.Add(*len, 1);
+        continue;
+      }
+      ANXIN_ASSIGN_OR_RETURN(int64_t len, internal::JsonLineLengthByDocument(t, where()));
+      hist.Add(len, 1);
+    }
+  }
+  if (hist.records() == 0)
+    return InvalidArgument(label +
+                           ": no lengths in the file: give one number a line, a length,count "
+                           "CSV or JSON Lines");
+  LengthHistogram h = std::move(hist).Finish(FormatName(format));
+  if (h.sequences == 0) return InvalidArgument(label + ": every count is 0: no sequences");
   return h;
 }
 
@@ -173,77 +592,19 @@ std::string Lengths(const std::vector<int64_t>& b) {
 }  // namespace
 
 Result<LengthHistogram> ParseLengths(std::string_view text, const std::string& label) {
-  std::vector<Entry> entries;
-  std::string format;
-  size_t line_no = 0;
-  size_t pos = 0;
-  bool csv_header_allowed = true;
-  while (pos < text.size()) {
-    size_t nl = text.find('\n', pos);
-    if (nl == std::string_view::npos) nl = text.size();
-    std::string_view line = text.substr(pos, nl - pos);
-    pos = nl + 1;
-    ++line_no;
-    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    std::string_view t = Trim(line);
-    if (t.empty() || t.front() == '#') continue;
-    if (format.empty()) {
-      format = t.front() == '{'                        ? "jsonl"
-               : t.find(',') != std::string_view::npos ? "csv"
-                                                       : "numbers";
-    }
-    // Built only on the error paths below, so the loop stays cheap.
-    auto where = [&] { return fmt::format("{}:{}", label, line_no); };
-    if (format == "numbers") {
-      int64_t v = 0;
-      auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
-      if (ec != std::errc() || p != t.data() + t.size() || v < 0) {
-        ANXIN_ASSIGN_OR_RETURN(v, ParseLength(t, where()));
-      }
-      entries.push_back({v, 1});
-    } else if (format == "csv") {
-      auto fields = Split(t, ',');
-      if (fields.size() != 2)
-        return InvalidArgument(fmt::format(
-            "{}: {} fields: a histogram CSV has two, length and count", where(), fields.size()));
-      if (csv_header_allowed && !Trim(fields[0]).empty() &&
-          !std::isdigit(static_cast<unsigned char>(Trim(fields[0]).front()))) {
-        if (Trim(fields[0]).front() != '-') {
-          csv_header_allowed = false;
-          continue;  // the header line
-        }
-      }
-      csv_header_allowed = false;
-      ANXIN_ASSIGN_OR_RETURN(int64_t len, ParseLength(fields[0], where() + ": length"));
-      ANXIN_ASSIGN_OR_RETURN(int64_t count, ParseLength(fields[1], where() + ": count"));
-      entries.push_back({len, static_cast<uint64_t>(count)});
-    } else {
-      nlohmann::json j = nlohmann::json::parse(t, nullptr, false);
-      if (j.is_discarded())
-        return InvalidArgument(where() + ": not valid JSON: each line holds one object");
-      ANXIN_ASSIGN_OR_RETURN(int64_t len, JsonLength(j, where()));
-      entries.push_back({len, 1});
-    }
-  }
-  if (entries.empty())
-    return InvalidArgument(label +
-                           ": no lengths in the file: give one number a line, a length,count "
-                           "CSV or JSON Lines");
-  LengthHistogram h = Histogram(std::move(entries), format);
-  if (h.sequences == 0) return InvalidArgument(label + ": every count is 0: no sequences");
-  return h;
+  LineReader lines(text);
+  return ParseLines(lines, label);
 }
 
 Result<LengthHistogram> ReadLengths(const std::string& path, std::string_view what) {
-  ANXIN_ASSIGN_OR_RETURN(std::string text, ReadInputFile(path, what, size_t{4} << 30));
-  return ParseLengths(text, path);
+  ANXIN_ASSIGN_OR_RETURN(LineReader lines, LineReader::OpenInput(path, what));
+  return ParseLines(lines, path);
 }
 
 LengthHistogram HistogramOf(std::span<const int64_t> lengths) {
-  std::vector<Entry> entries;
-  entries.reserve(lengths.size());
-  for (int64_t l : lengths) entries.push_back({l, 1});
-  return Histogram(std::move(entries), "numbers");
+  HistogramBuilder hist;
+  for (int64_t l : lengths) hist.Add(l, 1);
+  return std::move(hist).Finish("numbers");
 }
 
 Result<CostModel> ParseCostModel(std::string_view spec) {
@@ -307,6 +668,22 @@ BucketScheme EvaluateBuckets(const LengthHistogram& h, std::string name,
 }
 
 namespace internal {
+std::optional<int64_t> ScanJsonLength(std::string_view line) {
+  return JsonLengthScanner(line).Scan();
+}
+
+Result<int64_t> JsonLineLengthByDocument(std::string_view line, const std::string& where) {
+  nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+  if (j.is_discarded())
+    return InvalidArgument(where + ": not valid JSON: each line holds one object");
+  return JsonLength(j, where);
+}
+
+Result<int64_t> JsonLineLength(std::string_view line, const std::string& where) {
+  if (std::optional<int64_t> len = ScanJsonLength(line)) return *len;
+  return JsonLineLengthByDocument(line, where);
+}
+
 uint64_t BruteForcePadding(const std::vector<int64_t>& aligned, const std::vector<uint64_t>& counts,
                            const std::vector<uint64_t>& real_tokens, int k) {
   size_t n = aligned.size();

@@ -51,7 +51,13 @@ struct LengthHistogram {
 // Parses a lengths file's text; label names it in errors ("lengths.txt:4:
 // '-3' is negative: lengths count tokens, 0 or more").
 [[nodiscard]] Result<LengthHistogram> ParseLengths(std::string_view text, const std::string& label);
-// Reads and parses the file at path (what names the flag in errors).
+// Reads and parses the file at path (what names the flag in errors), a block
+// at a time (base/line_reader.h), without holding the whole file: 10 million
+// lines take a fraction of a second (docs/kernels.md, "Speed"). JSON Lines
+// records are scanned for their length field without building a document;
+// only lines the scan is unsure of (escaped keys, fractional or negative
+// lengths, invalid JSON, ...) go to nlohmann::json, so results and errors are
+// the document parser's.
 [[nodiscard]] Result<LengthHistogram> ReadLengths(const std::string& path,
                                                   std::string_view what = "--lengths");
 // The histogram of raw lengths (each >= 0).
@@ -121,6 +127,18 @@ std::string BucketPlanText(const BucketPlan& plan);
 nlohmann::json BucketPlanJson(const BucketPlan& plan);
 
 namespace internal {
+// The length of one JSON Lines record (a trimmed line) where a scan of the
+// text, without building a document, is certain of it; nullopt leaves the
+// line to the document parser (invalid JSON, negative or fractional lengths,
+// escaped keys, ...).
+std::optional<int64_t> ScanJsonLength(std::string_view line);
+// A record's length as ParseLengths reads it: the scan, else the document;
+// where ("FILE:LINE") names the line in errors.
+[[nodiscard]] Result<int64_t> JsonLineLength(std::string_view line, const std::string& where);
+// The same from the document alone (nlohmann::json): the reference the scan
+// must agree with.
+[[nodiscard]] Result<int64_t> JsonLineLengthByDocument(std::string_view line,
+                                                       const std::string& where);
 // Least padding over all ways to cut sorted aligned values into <= k groups,
 // by trying every cut (O(k * n^2)); tests check the planner against it.
 uint64_t BruteForcePadding(const std::vector<int64_t>& aligned, const std::vector<uint64_t>& counts,
