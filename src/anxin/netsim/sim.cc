@@ -877,7 +877,7 @@ class Simulator {
         for (const Send& snd : step_.sends) {
           ++c.outstanding;
           ++c.flows;
-          if (spec.handshake_bytes > 0) {
+          if (spec.handshake_bytes > 0 && !snd.credit) {
             // The receiver's ready notification comes first, on its own QP.
             const uint32_t hid =
                 NewFlow(static_cast<uint32_t>(snd.peer), static_cast<uint32_t>(rank),
