@@ -27,6 +27,12 @@ class RingPlan : public Plan {
   int sends_;
 };
 
+// NCCL's double binary tree with its flow control. Channels 0-3 are the data
+// (tree 0 up, tree 0 down, tree 1 up, tree 1 down); channel 4 + ch counts the
+// credits a sender on channel ch got back from its receiver. A step that
+// sends chunk c to a peer first waits for the credit of chunk c - kNcclSteps
+// (the receiver has consumed it); a step that consumed chunks from peers
+// returns a credit to each, unless no later chunk needs it.
 class TreePlan : public Plan {
  public:
   TreePlan(int ranks, uint64_t bytes, uint64_t chunk) : n_(ranks) {
@@ -39,8 +45,8 @@ class TreePlan : public Plan {
         links_[static_cast<size_t>(t * ranks + r)] = DoubleBinaryTree(ranks, r, t);
     }
   }
-  int Channels() const override { return 4; }
-  int Steps(int, int) const override { return chunks_; }
+  int Channels() const override { return 8; }
+  int Steps(int, int channel) const override { return channel < 4 ? chunks_ : 0; }
   void GetStep(int rank, int channel, int c, Step& out) const override {
     out.Clear();
     const int tree = channel / 2;
@@ -48,21 +54,37 @@ class TreePlan : public Plan {
     const TreeLinks& l = links_[static_cast<size_t>(tree * n_ + rank)];
     const uint64_t bytes = std::min(chunk_, half_ - static_cast<uint64_t>(c) * chunk_);
     const uint32_t need = static_cast<uint32_t>(c + 1);
+    const bool wait_credit = c >= kNcclSteps;
+    const uint32_t credits = static_cast<uint32_t>(c + 1 - kNcclSteps);
+    const bool give_credit = c + kNcclSteps < chunks_;
+    auto send = [&](int peer) {
+      if (wait_credit) out.waits.push_back({4 + channel, peer, credits});
+      out.sends.push_back({peer, channel, bytes});
+    };
+    auto credit = [&](int peer, int data_channel) {
+      if (give_credit) out.sends.push_back({peer, 4 + data_channel, kCreditBytes, true});
+    };
     if (channel == up) {
       for (int child : l.child) {
         if (child >= 0) out.waits.push_back({up, child, need});
       }
-      if (l.parent >= 0) out.sends.push_back({l.parent, up, bytes});
+      if (l.parent >= 0) send(l.parent);
+      for (int child : l.child) {
+        if (child >= 0) credit(child, up);
+      }
     } else {
       if (l.parent < 0) {
+        // The root's down step starts from the chunks its up step reduced
+        // (and gave credits for).
         for (int child : l.child) {
           if (child >= 0) out.waits.push_back({up, child, need});
         }
       } else {
         out.waits.push_back({channel, l.parent, need});
+        credit(l.parent, channel);
       }
       for (int child : l.child) {
-        if (child >= 0) out.sends.push_back({child, channel, bytes});
+        if (child >= 0) send(child);
       }
     }
   }
@@ -73,6 +95,21 @@ class TreePlan : public Plan {
   int chunks_ = 0;
   std::vector<TreeLinks> links_;
 };
+
+int TreeDepth(int ranks) {
+  int depth = 0;
+  for (int t = 0; t < 2; ++t) {
+    for (int r = 0; r < ranks; ++r) {
+      int d = 0;
+      for (int x = r; DoubleBinaryTree(ranks, x, t).parent >= 0;
+           x = DoubleBinaryTree(ranks, x, t).parent) {
+        ++d;
+      }
+      depth = std::max(depth, d);
+    }
+  }
+  return depth;
+}
 
 // Rabenseifner: recursive halving (reduce-scatter) then recursive doubling
 // (all-gather); either half alone for those collectives.
@@ -136,6 +173,17 @@ class PairwisePlan : public Plan {
 
 }  // namespace
 
+uint64_t NcclTreeChunk(uint64_t bytes, int ranks) {
+  const uint64_t depth = static_cast<uint64_t>(std::max(1, TreeDepth(ranks)));
+  constexpr uint64_t kTrees = 2;  // NCCL's nChannels: one per tree here
+  uint64_t chunk = (uint64_t{4} << 20) / kNcclSteps;
+  auto chunks = [&] { return bytes / (kTrees * chunk); };
+  while (chunks() < depth * 8 && chunk > 131072) chunk /= 2;
+  while (chunks() < depth * 4 && chunk > 65536) chunk /= 2;
+  while (chunks() < depth && chunk > 32768) chunk /= 2;
+  return chunk;
+}
+
 TreeLinks DoubleBinaryTree(int ranks, int rank, int tree) {
   // NCCL's ncclGetBtree / ncclGetDtree: tree 1 is tree 0 shifted by one
   // (odd rank counts) or mirrored (even), so that every rank is a leaf in
@@ -192,7 +240,9 @@ Result<std::unique_ptr<Plan>> MakePlan(const CollectiveSpec& spec, int ranks) {
       if (spec.op != CollKind::kAllReduce) {
         return InvalidArgument(what + ": the tree runs only all_reduce (use ring or hd)");
       }
-      return std::unique_ptr<Plan>(new TreePlan(ranks, spec.bytes, spec.chunk_bytes));
+      return std::unique_ptr<Plan>(
+          new TreePlan(ranks, spec.bytes,
+                       spec.chunk_bytes > 0 ? spec.chunk_bytes : NcclTreeChunk(spec.bytes, ranks)));
     case CollAlgo::kHalvingDoubling:
       if (!std::has_single_bit(static_cast<unsigned>(ranks))) {
         return InvalidArgument(what +
@@ -264,7 +314,8 @@ double AlphaBetaSeconds(const CollectiveSpec& spec, int n, const LinkModel& m) {
     // the most bytes per chunk (interior in one tree, leaf in the other:
     // up + up + two children = four chunks).
     const uint64_t half = CeilDiv(spec.bytes, 2);
-    const uint64_t chunk = std::min(spec.chunk_bytes, half);
+    const uint64_t chunk =
+        std::min(spec.chunk_bytes > 0 ? spec.chunk_bytes : NcclTreeChunk(spec.bytes, n), half);
     const uint64_t chunks = CeilDiv(half, chunk);
     int depth = 0;
     int max_hops = 0;

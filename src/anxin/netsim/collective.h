@@ -41,6 +41,7 @@ struct Send {
   int peer = 0;
   int channel = 0;  // the channel whose counter the receiver advances
   uint64_t bytes = 0;
+  bool credit = false;  // flow control (a freed buffer slot), not data: no handshake
 };
 struct Step {
   std::vector<Wait> waits;
@@ -62,6 +63,20 @@ class Plan {
 // Unsupported pairs (tree for AlltoAll, hd for a rank count that is not a
 // power of two) are kInvalidArgument naming what works instead.
 [[nodiscard]] Result<std::unique_ptr<Plan>> MakePlan(const CollectiveSpec& spec, int ranks);
+
+// NCCL's flow control: a connection has kNcclSteps buffer slots, so a sender
+// may be at most that many chunks ahead of what its receiver has consumed;
+// the receiver frees a slot with a small message (kCreditBytes) once it has
+// used the chunk (reduced and passed it on).
+inline constexpr int kNcclSteps = 8;
+inline constexpr uint64_t kCreditBytes = 64;
+
+// The tree's chunk when the scenario leaves it to NCCL (chunk: auto): a
+// slot of the 4 MiB default buffer (512 KiB), halved while the collective has
+// fewer than depth x 8 chunks per tree (down to 128 KiB), depth x 4 (down to
+// 64 KiB) and depth (down to 32 KiB), as NCCL's enqueue does for the Simple
+// protocol; depth is the double binary tree's.
+uint64_t NcclTreeChunk(uint64_t bytes, int ranks);
 
 // NCCL's btree: parent and children of rank in tree 0 or 1 (-1: none).
 struct TreeLinks {

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <string>
 
 #include "anxin/base/testing.h"
@@ -132,6 +133,49 @@ TEST(NetsimTopology, BuildsEveryKindWithShortestPathEcmp) {
   EXPECT_EQ(rail->Hops(0, 1), 4);  // other rail: through a spine
 }
 
+// NCCL's tree chunk (enqueue's Simple-protocol rule) and its flow control: a
+// sender waits for the credit of the chunk kNcclSteps back, and a receiver
+// returns one for each chunk a later chunk will need the slot of.
+TEST(NetsimCollective, TreeChunksAndFlowControlAreNcclsDefaults) {
+  EXPECT_EQ(NcclTreeChunk(uint64_t{1} << 30, 1024), 512u << 10);  // many chunks: a full slot
+  EXPECT_EQ(NcclTreeChunk(uint64_t{4} << 20, 8), 128u << 10);
+  EXPECT_EQ(NcclTreeChunk(uint64_t{4} << 20, 1024), 64u << 10);
+  EXPECT_EQ(NcclTreeChunk(uint64_t{64} << 10, 1024), 32u << 10);
+  CollectiveSpec spec;
+  spec.algo = CollAlgo::kTree;
+  spec.bytes = uint64_t{4} << 20;  // 2 MiB per tree in 128 KiB chunks: 16
+  auto plan = MakePlan(spec, 8);
+  ASSERT_TRUE(plan.has_value()) << plan.error().ToString();
+  ASSERT_EQ((*plan)->Steps(4, 0), 16);
+  // Rank 2 of tree 0 (parent 4, children 1 and 3), going up with chunk 9:
+  // the chunks of both children, and the credit for chunk 1 from its parent.
+  Step step;
+  (*plan)->GetStep(2, 0, 9, step);
+  ASSERT_EQ(step.waits.size(), 3u);
+  EXPECT_EQ(step.waits[0].peer, 1);
+  EXPECT_EQ(step.waits[0].count, 10u);
+  EXPECT_EQ(step.waits[2].channel, 4);
+  EXPECT_EQ(step.waits[2].peer, 4);
+  EXPECT_EQ(step.waits[2].count, 2u);
+  // It sends chunk 9 up and frees the children's slots of chunk 9 (for 17,
+  // which does not exist: no credit).
+  ASSERT_EQ(step.sends.size(), 1u);
+  EXPECT_EQ(step.sends[0].peer, 4);
+  (*plan)->GetStep(2, 0, 3, step);
+  ASSERT_EQ(step.sends.size(), 3u);  // chunk 3 up; credits to 1 and 3 for chunks 11
+  EXPECT_TRUE(step.sends[1].credit);
+  EXPECT_EQ(step.sends[1].channel, 4);
+  EXPECT_EQ(step.sends[1].bytes, kCreditBytes);
+  // In a run, a sender is never more than 8 chunks ahead: the tree finishes,
+  // and the credits are among its messages.
+  Scenario s = Star(8);
+  s.collectives.push_back(spec);
+  SimResult r = Sim(s);
+  ASSERT_EQ(r.collectives.size(), 1u);
+  EXPECT_EQ(r.unfinished_flows, 0u);
+  EXPECT_GT(r.collectives[0].flows, 4u * 16 * 2);
+}
+
 TEST(NetsimCollective, DoubleBinaryTreeIsNcclsAndComplementary) {
   for (int n : {2, 5, 8, 13, 64}) {
     for (int t = 0; t < 2; ++t) {
@@ -157,16 +201,16 @@ TEST(NetsimCollective, DoubleBinaryTreeIsNcclsAndComplementary) {
 // Uncongested: one switch, no other traffic. Ring and halving-doubling
 // finish within 2% of the alpha-beta model; the double binary tree's model
 // is its pipeline bound (the NIC shares it between up to four streams), which
-// the run may exceed but never beat.
+// the run may exceed but never beat: by at most 50% with one chunk per tree
+// (64 KiB), by at most 15% once NCCL's chunks and flow control pipeline it.
 TEST(NetsimValidation, UncongestedCollectivesMatchTheAlphaBetaModel) {
   for (int n : {8, 32}) {
     for (CollAlgo algo : {CollAlgo::kRing, CollAlgo::kTree, CollAlgo::kHalvingDoubling}) {
-      for (uint64_t bytes : {uint64_t{64} << 10, uint64_t{2} << 20}) {
+      for (uint64_t bytes : {uint64_t{64} << 10, uint64_t{4} << 20}) {
         Scenario s = Star(n);
         CollectiveSpec c;
         c.algo = algo;
         c.bytes = bytes;
-        c.chunk_bytes = 256 << 10;
         s.collectives.push_back(c);
         SimResult r = Sim(s);
         ASSERT_EQ(r.collectives.size(), 1u);
@@ -175,7 +219,7 @@ TEST(NetsimValidation, UncongestedCollectivesMatchTheAlphaBetaModel) {
                                  ", " + std::to_string(bytes);
         if (algo == CollAlgo::kTree) {
           EXPECT_GE(got.time_us, got.model_us * 0.98) << what;
-          EXPECT_LE(got.time_us, got.model_us * 1.5) << what;
+          EXPECT_LE(got.time_us, got.model_us * (bytes > (1 << 20) ? 1.15 : 1.5)) << what;
         } else {
           EXPECT_NEAR(got.time_us, got.model_us, got.model_us * 0.02) << what;
         }

@@ -361,9 +361,11 @@ Status ParseTraffic(const ConfigNode& t, Scenario& s) {
       ANXIN_ASSIGN_OR_RETURN(spec.dscp, GetDscp(c, s, spec.dscp));
       ANXIN_ASSIGN_OR_RETURN(spec.start_ps, GetPs(c, "start", 0));
       ANXIN_ASSIGN_OR_RETURN(spec.repeat, c.GetInRange<int>("repeat", 1, 100000, 1));
-      ANXIN_ASSIGN_OR_RETURN(spec.chunk_bytes, c.GetBytes("chunk", spec.chunk_bytes));
-      if (spec.chunk_bytes == 0) {
-        return std::unexpected(c.Find("chunk")->MakeError("chunk: above 0"));
+      if (auto ch = c.Find("chunk"); ch && !(ch->IsScalar() && ch->ScalarText() == "auto")) {
+        ANXIN_ASSIGN_OR_RETURN(spec.chunk_bytes, ch->AsBytes());
+        if (spec.chunk_bytes == 0) {
+          return std::unexpected(ch->MakeError("chunk: above 0 (or auto: NCCL's choice)"));
+        }
       }
       ANXIN_ASSIGN_OR_RETURN(spec.name, c.Get<std::string>("name", ""));
       ANXIN_ASSIGN_OR_RETURN(spec.handshake_bytes, c.GetBytes("handshake", 0));

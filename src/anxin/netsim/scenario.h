@@ -85,8 +85,8 @@ struct CollectiveSpec {
   int ranks = 0;             // the first N hosts; 0 = every host
   int dscp = 26;
   uint64_t start_ps = 0;
-  int repeat = 1;                  // back to back
-  uint64_t chunk_bytes = 1 << 20;  // tree pipelining chunk
+  int repeat = 1;            // back to back
+  uint64_t chunk_bytes = 0;  // tree pipelining chunk; 0 = NCCL's choice (NcclTreeChunk)
   // HCCL/NCCL-style ready notification: before each message the receiver
   // tells the sender it may write (0 = none). It travels on control_dscp,
   // so a congested control queue stretches every step.

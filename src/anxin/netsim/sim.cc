@@ -1,6 +1,7 @@
 #include "anxin/netsim/sim.h"
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cmath>
 #include <ctime>
@@ -50,10 +51,12 @@ constexpr uint64_t kMaxAux = (uint64_t{1} << 29) - 1;
 // not depend on the heap's shape: any correct priority queue gives the same
 // run. Four children per node halve the depth of a binary heap and keep the
 // children of a node within two cache lines.
-class EventQueue {
+class QuadHeap {
  public:
   bool empty() const { return h_.empty(); }
+  size_t size() const { return h_.size(); }
   size_t capacity() const { return h_.capacity(); }
+  const Event& Top() const { return h_.front(); }
   void Push(const Event& e) {
     size_t i = h_.size();
     h_.push_back(e);
@@ -112,6 +115,138 @@ class EventQueue {
   std::vector<Event> h_;
 };
 
+// The pending events: a timing wheel for the near future, where almost every
+// event of a fabric falls (a packet's serialization and propagation), and a
+// heap for the rest. The wheel has kSlots buckets of 2^shift ps, each a list
+// (linked through a pool of nodes, so memory follows the events pending) in
+// the order of scheduling, which is already the (t, seq) order when the
+// times it received did not go back (events scheduled together for the same
+// time: a fabric running in lockstep); a bucket is sorted only when they did.
+// The bucket being drained is `run_`; events scheduled into it meanwhile, and
+// those that come from beyond the horizon (`later_`), wait in the small heap
+// `extra_` and are merged. Pops come in (t, seq) order as from one heap, so
+// the runs are the same.
+// REQUIRES: every pushed t >= the t of the last pop (a discrete-event run).
+class EventQueue {
+ public:
+  static constexpr uint64_t kSlots = 4096;
+  explicit EventQueue(int shift) : shift_(shift) {
+    head_.fill(kNone);
+    tail_.fill(kNone);
+  }
+
+  bool empty() const {
+    return run_i_ == run_.size() && extra_.empty() && in_wheel_ == 0 && later_.empty();
+  }
+  size_t capacity() const {
+    return run_.capacity() + extra_.capacity() + later_.capacity() +
+           pool_.capacity() * sizeof(Node) / sizeof(Event);
+  }
+  void Push(const Event& e) {
+    const uint64_t b = e.t >> shift_;
+    if (b == cur_) {
+      extra_.Push(e);
+    } else if (b - cur_ < kSlots) {
+      const uint64_t i = b & (kSlots - 1);
+      uint32_t n = free_;
+      if (n != kNone) {
+        free_ = pool_[n].next;
+      } else {
+        n = static_cast<uint32_t>(pool_.size());
+        pool_.emplace_back();
+      }
+      pool_[n].e = e;
+      pool_[n].next = kNone;
+      if (head_[i] == kNone) {
+        head_[i] = n;
+        used_[i / 64] |= uint64_t{1} << (i % 64);
+      } else {
+        if (e.t < pool_[tail_[i]].e.t) unsorted_[i / 64] |= uint64_t{1} << (i % 64);
+        pool_[tail_[i]].next = n;
+      }
+      tail_[i] = n;
+      ++in_wheel_;
+    } else {
+      later_.Push(e);
+    }
+  }
+  Event Pop() {
+    if (run_i_ == run_.size() && extra_.empty()) Advance();
+    if (run_i_ < run_.size() && (extra_.empty() || Key(run_[run_i_]) < Key(extra_.Top()))) {
+      return run_[run_i_++];
+    }
+    return extra_.Pop();
+  }
+
+ private:
+  static unsigned __int128 Key(const Event& e) {
+    return static_cast<unsigned __int128>(e.t) << 64 | e.seq;
+  }
+  // Moves to the next bucket that holds events.
+  void Advance() {
+    run_.clear();
+    run_i_ = 0;
+    uint64_t next = std::numeric_limits<uint64_t>::max();
+    if (in_wheel_ > 0) next = cur_ + NextSlotDistance();
+    if (!later_.empty()) next = std::min(next, later_.Top().t >> shift_);
+    cur_ = next;
+    const uint64_t i = cur_ & (kSlots - 1);
+    const uint64_t bit = uint64_t{1} << (i % 64);
+    if (used_[i / 64] & bit) {
+      for (uint32_t n = head_[i]; n != kNone;) {
+        run_.push_back(pool_[n].e);
+        const uint32_t next = pool_[n].next;
+        pool_[n].next = free_;
+        free_ = n;
+        n = next;
+      }
+      head_[i] = tail_[i] = kNone;
+      used_[i / 64] &= ~bit;
+      in_wheel_ -= run_.size();
+      if (unsorted_[i / 64] & bit) {
+        std::sort(run_.begin(), run_.end(),
+                  [](const Event& a, const Event& b) { return Key(a) < Key(b); });
+        unsorted_[i / 64] &= ~bit;
+      }
+    }
+    while (!later_.empty() && (later_.Top().t >> shift_) == cur_) extra_.Push(later_.Pop());
+  }
+  // Buckets from cur_ to the next one with events (1..kSlots-1).
+  uint64_t NextSlotDistance() const {
+    constexpr uint64_t kWords = kSlots / 64;
+    const uint64_t start = (cur_ + 1) & (kSlots - 1);
+    uint64_t w = start / 64;
+    uint64_t word = used_[w] & (~uint64_t{0} << (start % 64));
+    for (uint64_t n = 0; n <= kWords; ++n) {
+      if (word != 0) {
+        const uint64_t slot = w * 64 + static_cast<uint64_t>(std::countr_zero(word));
+        return (slot - cur_) & (kSlots - 1);
+      }
+      w = (w + 1) % kWords;
+      word = used_[w];
+    }
+    return kSlots;  // unreachable while in_wheel_ > 0
+  }
+
+  int shift_;
+  uint64_t cur_ = 0;  // the bucket (t >> shift_) being drained
+  std::vector<Event> run_;
+  size_t run_i_ = 0;
+  QuadHeap extra_;
+  struct Node {
+    Event e;
+    uint32_t next;
+  };
+  std::vector<Node> pool_;
+  uint32_t free_ = kNone;  // free nodes, linked through next
+  std::array<uint32_t, kSlots> head_;
+  std::array<uint32_t, kSlots> tail_;
+  std::array<uint64_t, kSlots / 64> used_{};      // bit: the slot holds events
+  std::array<uint64_t, kSlots / 64> unsorted_{};  // bit: its times went back
+  size_t in_wheel_ = 0;
+  QuadHeap later_;
+};
+
 // std::llround for 0 <= x < 2^53 (half away from zero), without the call
 // into libm: x minus its integer part is exact in double precision.
 inline uint64_t RoundPs(double x) {
@@ -161,34 +296,53 @@ struct Flow {
   uint64_t then_bytes = 0;  // handshake: the data message it releases
 };
 
-struct Port {
-  uint32_t head[kPriorities];
-  uint32_t tail[kPriorities];
-  uint64_t qbytes[kPriorities] = {};
-  uint64_t in_bytes[kPriorities] = {};  // ingress accounting (switch ports)
-  uint64_t max_q[kPriorities] = {};
-  int64_t deficit[kPriorities] = {};
-  uint64_t paused_since[kPriorities] = {};
-  uint64_t paused_total[kPriorities] = {};
-  uint64_t longest_pause[kPriorities] = {};
-  uint64_t tx_bytes[kPriorities] = {};
-  bool paused[kPriorities] = {};
-  uint8_t queued = 0;       // bit p: head[p] != kNone
-  uint8_t paused_bits = 0;  // bit p: paused[p]
-  bool xoff_sent[kPriorities] = {};
+// One priority of a port: its egress queue (a list of packets through
+// Packet::next), DWRR deficit and, on switch ports, the bytes that came in on
+// it (PFC's ingress accounting). One cache line.
+struct alignas(64) PrioQueue {
+  uint32_t head = kNone;
+  uint32_t tail = kNone;
+  uint64_t qbytes = 0;
+  uint64_t in_bytes = 0;
+  int64_t deficit = 0;
+  uint64_t max_q = 0;
+  uint64_t tx_bytes = 0;
+};
+
+// What every packet on the port touches is in the first cache line, each
+// priority in one of its own: a run that uses one priority reads two lines
+// per port instead of most of a kilobyte of arrays.
+struct alignas(64) Port {
   uint32_t busy = kNone;
-  int rr = 0;
+  uint32_t peer = 0;
+  uint32_t node = 0;
+  uint8_t queued = 0;        // bit p: q[p].head != kNone
+  uint8_t paused_bits = 0;   // bit p: priority p is paused by the peer
+  uint8_t xoff_bits = 0;     // bit p: this (ingress) port has sent XOFF for p
+  uint8_t deficit_bits = 0;  // bit p: q[p].deficit != 0
+  uint8_t rr = 0;
   bool wake_pending = false;
   uint64_t wake_at = 0;
   double ps_per_byte = 0;
   double gbps = 0;
   uint64_t delay_ps = 0;
-  uint32_t peer = 0;
-  uint32_t node = 0;
-  Port() {
-    std::fill(std::begin(head), std::end(head), kNone);
-    std::fill(std::begin(tail), std::end(tail), kNone);
+  PrioQueue q[kPriorities];
+  bool paused(int p) const { return (paused_bits >> p & 1) != 0; }
+  void SetDeficit(int p, int64_t d) {
+    q[p].deficit = d;
+    if (d != 0) {
+      deficit_bits |= static_cast<uint8_t>(1u << p);
+    } else {
+      deficit_bits &= static_cast<uint8_t>(~(1u << p));
+    }
   }
+};
+
+// Pause bookkeeping, read at the end of a run.
+struct PortPauses {
+  uint64_t since[kPriorities] = {};
+  uint64_t total[kPriorities] = {};
+  uint64_t longest[kPriorities] = {};
 };
 
 struct HostNic {
@@ -218,6 +372,20 @@ uint64_t Mix(uint64_t x) {
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
   x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
   return x ^ (x >> 31);
+}
+
+// The timing wheel's bucket: its horizon (kSlots buckets) spans about four
+// times the longest hop of one packet train (serialization on the slowest
+// link plus the longest delay), so most events land in the wheel.
+int WheelShift(const Scenario& s) {
+  const TopologySpec& t = s.topology;
+  const double slowest = t.uplink_gbps > 0 ? std::min(t.link_gbps, t.uplink_gbps) : t.link_gbps;
+  const double unit = static_cast<double>(uint64_t{s.mtu} + s.header_bytes) * s.train_packets;
+  const double hop_ps = unit * 8000.0 / slowest + static_cast<double>(t.delay_ps);
+  const double bucket = 4 * hop_ps / static_cast<double>(EventQueue::kSlots);
+  int shift = 8;
+  while (shift < 40 && std::ldexp(1.0, shift) < bucket) ++shift;
+  return shift;
 }
 
 class Simulator {
@@ -347,11 +515,13 @@ class Simulator {
       const int p = (port.rr + k) % kPriorities;
       if (strict_bits_ >> p & 1) continue;
       if (!eligible(p)) {
-        port.deficit[p] = 0;
+        if (port.deficit_bits >> p & 1) port.SetDeficit(p, 0);
         continue;
       }
-      port.rr = p;
-      if (port.deficit[p] <= 0) port.deficit[p] += quantum_[static_cast<size_t>(p)];
+      port.rr = static_cast<uint8_t>(p);
+      if (port.q[p].deficit <= 0) {
+        port.SetDeficit(p, port.q[p].deficit + quantum_[static_cast<size_t>(p)]);
+      }
       return p;
     }
     return -1;
@@ -413,26 +583,27 @@ class Simulator {
       }
       return;
     }
-    uint32_t pid = port.head[p];
+    PrioQueue& q = port.q[p];
+    uint32_t pid = q.head;
     if (pid != kNone) {
       Packet& pk = packets_[pid];
-      port.head[p] = pk.next;
-      if (port.head[p] == kNone) {
-        port.tail[p] = kNone;
+      q.head = pk.next;
+      if (q.head == kNone) {
+        q.tail = kNone;
         port.queued &= static_cast<uint8_t>(~(1u << p));
       }
-      port.qbytes[p] -= pk.wire;
+      q.qbytes -= pk.wire;
     } else {
       pid = PacketFromFlow(port.node, p);
       if (pid == kNone) return;
     }
     Packet& pk = packets_[pid];
     if (!s_.queues[static_cast<size_t>(p)].strict) {
-      port.deficit[p] -= pk.wire;
-      if (port.deficit[p] <= 0) port.rr = (p + 1) % kPriorities;
+      port.SetDeficit(p, q.deficit - pk.wire);
+      if (q.deficit <= 0) port.rr = static_cast<uint8_t>((p + 1) % kPriorities);
     }
     port.busy = pid;
-    port.tx_bytes[p] += pk.wire;
+    q.tx_bytes += pk.wire;
     const uint64_t ser = RoundPs(pk.wire * port.ps_per_byte);
     Schedule(now_ + ser, kTxDone, port_id);
     Schedule(now_ + ser + port.delay_ps, kArrive, pid, port.peer);
@@ -442,17 +613,18 @@ class Simulator {
     Packet& pk = packets_[pid];
     const int p = pk.prio;
     pk.next = kNone;
-    if (port.tail[p] == kNone) {
-      port.head[p] = pid;
+    PrioQueue& q = port.q[p];
+    if (q.tail == kNone) {
+      q.head = pid;
       port.queued |= static_cast<uint8_t>(1u << p);
     } else {
-      packets_[port.tail[p]].next = pid;
+      packets_[q.tail].next = pid;
     }
-    port.tail[p] = pid;
-    port.qbytes[p] += pk.wire;
+    q.tail = pid;
+    q.qbytes += pk.wire;
     if (port.node >= static_cast<uint32_t>(f_.hosts)) {
-      if (port.qbytes[p] > port.max_q[p]) port.max_q[p] = port.qbytes[p];
-      TimelineQueue(p, port.qbytes[p]);
+      if (q.qbytes > q.max_q) q.max_q = q.qbytes;
+      TimelineQueue(p, q.qbytes);
     }
     StartTx(port_id);
   }
@@ -496,15 +668,15 @@ class Simulator {
   }
   void OnPause(uint32_t port_id, int p, bool on) {
     Port& port = ports_[port_id];
-    if (on == port.paused[p]) return;
-    port.paused[p] = on;
+    if (on == port.paused(p)) return;
     port.paused_bits ^= static_cast<uint8_t>(1u << p);
+    PortPauses& pz = pauses_[port_id];
     if (on) {
-      port.paused_since[p] = now_;
+      pz.since[p] = now_;
     } else {
-      const uint64_t d = now_ - port.paused_since[p];
-      port.paused_total[p] += d;
-      port.longest_pause[p] = std::max(port.longest_pause[p], d);
+      const uint64_t d = now_ - pz.since[p];
+      pz.total[p] += d;
+      pz.longest[p] = std::max(pz.longest[p], d);
       StartTx(port_id);
     }
   }
@@ -582,13 +754,13 @@ class Simulator {
     used += pk.wire;
     pk.in_port = at;
     Port& ingress = ports_[at];
-    ingress.in_bytes[p] += pk.wire;
-    if (q.pfc && !ingress.xoff_sent[p] && ingress.in_bytes[p] > q.xoff_bytes) {
-      ingress.xoff_sent[p] = true;
+    ingress.q[p].in_bytes += pk.wire;
+    if (q.pfc && !(ingress.xoff_bits >> p & 1) && ingress.q[p].in_bytes > q.xoff_bytes) {
+      ingress.xoff_bits |= static_cast<uint8_t>(1u << p);
       SendPause(at, p, true);
     }
     if (q.ecn && pk.kind == kData) {
-      const uint64_t qlen = ports_[out].qbytes[p];
+      const uint64_t qlen = ports_[out].q[p].qbytes;
       if (qlen > q.kmin_bytes) {
         const double prob = qlen >= q.kmax_bytes
                                 ? 1.0
@@ -611,10 +783,10 @@ class Simulator {
       buffer_used_[port.node - static_cast<uint32_t>(f_.hosts)] -= pk.wire;
       Port& ingress = ports_[pk.in_port];
       const int p = pk.prio;
-      ingress.in_bytes[p] -= pk.wire;
-      if (ingress.xoff_sent[p] &&
-          ingress.in_bytes[p] <= s_.queues[static_cast<size_t>(p)].xon_bytes) {
-        ingress.xoff_sent[p] = false;
+      ingress.q[p].in_bytes -= pk.wire;
+      if ((ingress.xoff_bits >> p & 1) &&
+          ingress.q[p].in_bytes <= s_.queues[static_cast<size_t>(p)].xon_bytes) {
+        ingress.xoff_bits &= static_cast<uint8_t>(~(1u << p));
         SendPause(pk.in_port, p, false);
       }
     }
@@ -705,7 +877,7 @@ class Simulator {
         for (const Send& snd : step_.sends) {
           ++c.outstanding;
           ++c.flows;
-          if (spec.handshake_bytes > 0) {
+          if (spec.handshake_bytes > 0 && !snd.credit) {
             // The receiver's ready notification comes first, on its own QP.
             const uint32_t hid =
                 NewFlow(static_cast<uint32_t>(snd.peer), static_cast<uint32_t>(rank),
@@ -793,10 +965,10 @@ class Simulator {
   }
 
   Status CheckLimits() {
-    const uint64_t memory = f_.MemoryBytes() + packets_.capacity() * sizeof(Packet) +
-                            flows_.capacity() * sizeof(Flow) +
-                            events_q_.capacity() * sizeof(Event) + ports_.size() * sizeof(Port) +
-                            control_latency_ps_.capacity() * 8 + received_entries() * 32;
+    const uint64_t memory =
+        f_.MemoryBytes() + packets_.capacity() * sizeof(Packet) + flows_.capacity() * sizeof(Flow) +
+        events_q_.capacity() * sizeof(Event) + ports_.size() * (sizeof(Port) + sizeof(PortPauses)) +
+        control_latency_ps_.capacity() * 8 + received_entries() * 32;
     result_.peak_memory_bytes = std::max(result_.peak_memory_bytes, memory);
     if (memory > s_.limits.max_memory) {
       return ResourceExhausted(
@@ -829,7 +1001,7 @@ class Simulator {
   const Scenario& s_;
   Fabric f_;
   uint64_t rng_;
-  EventQueue events_q_;
+  EventQueue events_q_{WheelShift(s_)};
   uint64_t seq_ = 0;
   uint64_t now_ = 0;
   uint64_t events_ = 0;
@@ -841,6 +1013,7 @@ class Simulator {
   uint64_t live_flows_ = 0;
   uint64_t flow_serial_ = 0;
   std::vector<Port> ports_;
+  std::vector<PortPauses> pauses_;
   std::vector<HostNic> nics_;
   std::vector<uint64_t> buffer_used_;
   std::array<int64_t, kPriorities> quantum_{};
@@ -889,6 +1062,7 @@ Result<SimResult> Simulator::Run() {
   result_.timeline.max_queue_bytes.assign(kTimelineBins, {});
   result_.timeline.pauses.assign(kTimelineBins, {});
   ports_.resize(f_.ports.size());
+  pauses_.resize(f_.ports.size());
   for (size_t i = 0; i < f_.ports.size(); ++i) {
     Port& p = ports_[i];
     p.gbps = f_.ports[i].gbps;
@@ -987,12 +1161,13 @@ Result<SimResult> Simulator::Run() {
   result_.unfinished_flows = live_flows_;
   // Pauses still on at the end count until the end.
   for (size_t i = 0; i < ports_.size(); ++i) {
-    Port& port = ports_[i];
+    const Port& port = ports_[i];
+    PortPauses& pz = pauses_[i];
     for (int p = 0; p < kPriorities; ++p) {
-      if (port.paused[p]) {
-        const uint64_t d = now_ - port.paused_since[p];
-        port.paused_total[p] += d;
-        port.longest_pause[p] = std::max(port.longest_pause[p], d);
+      if (port.paused(p)) {
+        const uint64_t d = now_ - pz.since[p];
+        pz.total[p] += d;
+        pz.longest[p] = std::max(pz.longest[p], d);
       }
     }
   }
@@ -1009,17 +1184,17 @@ Result<SimResult> Simulator::Run() {
     q.priority = p;
     for (size_t i = 0; i < ports_.size(); ++i) {
       const Port& port = ports_[i];
-      if (port.max_q[p] > q.max_bytes) {
-        q.max_bytes = port.max_q[p];
+      const PortPauses& pz = pauses_[i];
+      if (port.q[p].max_q > q.max_bytes) {
+        q.max_bytes = port.q[p].max_q;
         q.max_port = port_name(i);
       }
-      q.paused_us += static_cast<double>(port.paused_total[p]) / 1e6;
-      q.longest_pause_us =
-          std::max(q.longest_pause_us, static_cast<double>(port.longest_pause[p]) / 1e6);
-      if (port.node >= static_cast<uint32_t>(f_.hosts)) q.bytes += port.tx_bytes[p];
-      if (port.longest_pause[p] > s_.storm_ps) {
+      q.paused_us += static_cast<double>(pz.total[p]) / 1e6;
+      q.longest_pause_us = std::max(q.longest_pause_us, static_cast<double>(pz.longest[p]) / 1e6);
+      if (port.node >= static_cast<uint32_t>(f_.hosts)) q.bytes += port.q[p].tx_bytes;
+      if (pz.longest[p] > s_.storm_ps) {
         result_.storms.push_back(
-            StormPort{port_name(i), p, static_cast<double>(port.longest_pause[p]) / 1e6});
+            StormPort{port_name(i), p, static_cast<double>(pz.longest[p]) / 1e6});
       }
     }
   }

@@ -96,14 +96,6 @@ void FatTree(const TopologySpec& t, Builder& b) {
 
 }  // namespace
 
-std::span<const uint32_t> Fabric::NextHops(uint32_t switch_node, int dst_host) const {
-  const size_t row =
-      static_cast<size_t>(switch_node - static_cast<uint32_t>(hosts)) * static_cast<size_t>(hosts) +
-      static_cast<size_t>(dst_host);
-  return std::span<const uint32_t>(route_ports.data() + route_index[row],
-                                   route_index[row + 1] - route_index[row]);
-}
-
 int Fabric::Hops(int src_host, int dst_host) const {
   return host_dist[static_cast<size_t>(src_host) * static_cast<size_t>(hosts) +
                    static_cast<size_t>(dst_host)];

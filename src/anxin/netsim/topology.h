@@ -47,7 +47,14 @@ struct Fabric {
 
   int nodes() const { return hosts + switches; }
   uint32_t HostPort(int host) const { return node_first_port[static_cast<size_t>(host)]; }
-  std::span<const uint32_t> NextHops(uint32_t switch_node, int dst_host) const;
+  // Inline: the simulator asks for every packet at every switch.
+  std::span<const uint32_t> NextHops(uint32_t switch_node, int dst_host) const {
+    const size_t row = static_cast<size_t>(switch_node - static_cast<uint32_t>(hosts)) *
+                           static_cast<size_t>(hosts) +
+                       static_cast<size_t>(dst_host);
+    return std::span<const uint32_t>(route_ports.data() + route_index[row],
+                                     route_index[row + 1] - route_index[row]);
+  }
   int Hops(int src_host, int dst_host) const;
   // Bytes of memory the tables hold (for the memory budget).
   uint64_t MemoryBytes() const;
