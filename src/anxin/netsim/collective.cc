@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <limits>
+#include <queue>
+#include <unordered_map>
 
 namespace anxin::netsim {
 namespace {
@@ -274,6 +277,240 @@ struct MessageCost {
   }
 };
 
+// A schedule (a Plan) evaluated message by message on an idle, non-blocking
+// fabric: the alpha-beta terms of MessageCost, with the two links a message
+// shares with others. A step starts when its waits are met, as in a run. A
+// message leaves its sender's NIC behind the earlier messages of its queue
+// pair, sharing the line rate equally with the NIC's other messages (the NIC
+// sends one packet per message in turn); h - 1 links (delay and the
+// store-and-forward of one packet each) later its bytes reach the receiver's
+// link, which forwards the bytes of all senders first come, first served at
+// the line rate (a switch port's FIFO queue); one delay later the message
+// has arrived. Alone, a message costs exactly MessageCost::Seconds.
+class MessageSchedule {
+ public:
+  MessageSchedule(const Plan& plan, int ranks, const LinkModel& m,
+                  const std::function<int(int, int)>& hops)
+      : plan_(plan),
+        n_(ranks),
+        channels_(plan.Channels()),
+        cost_{m},
+        rate_(m.gbps * 1e9 / 8),
+        delay_(static_cast<double>(m.delay_ps) / 1e12),
+        hops_(hops),
+        nics_(static_cast<size_t>(ranks)),
+        links_(static_cast<size_t>(ranks)),
+        next_step_(static_cast<size_t>(ranks * channels_), 0) {}
+
+  double Seconds() {
+    for (int r = 0; r < n_; ++r) Advance(r, 0);
+    while (!events_.empty()) {
+      const Event e = events_.top();
+      events_.pop();
+      switch (e.kind) {
+        case kNicDone:
+          if (e.version == nics_[e.id].version) NicDone(e.id, e.t);
+          break;
+        case kRate:
+          LinkAt(e.id, e.t);
+          links_[e.id].in_rate += e.value;
+          break;
+        case kLastByte: {
+          const Msg& msg = msgs_[e.id];
+          Link& link = LinkAt(static_cast<size_t>(msg.dst), e.t);
+          Push(e.t + link.queue / rate_ + delay_, kArrived, e.id);
+          break;
+        }
+        case kArrived: {
+          const Msg& msg = msgs_[e.id];
+          end_ = std::max(end_, e.t);
+          ++received_[Key(msg.dst, msg.channel, msg.src)];
+          Advance(msg.dst, e.t);
+          break;
+        }
+      }
+    }
+    return end_;
+  }
+
+ private:
+  enum Kind : uint8_t { kNicDone, kRate, kLastByte, kArrived };
+  struct Event {
+    double t;
+    uint64_t seq;
+    Kind kind;
+    size_t id;
+    uint64_t version = 0;
+    double value = 0;
+    bool operator>(const Event& o) const { return t != o.t ? t > o.t : seq > o.seq; }
+  };
+  struct Msg {
+    int src, dst, channel;
+    double wire;   // bytes on the wire, headers included
+    double shift;  // from the sender's NIC to the receiver's link
+    double rate = 0;
+    double finish = 0;  // the NIC's virtual time at which it has been sent
+    uint64_t qp;
+    size_t next_in_qp = kNoMsg;
+  };
+  static constexpr size_t kNoMsg = std::numeric_limits<size_t>::max();
+  // A queue pair: its message on the NIC, and those waiting behind it.
+  struct Qp {
+    bool busy = false;
+    size_t head = kNoMsg, tail = kNoMsg;
+  };
+  // Processor sharing: every active message has received `served` bytes
+  // since it started less its own start value.
+  struct Nic {
+    double t = 0, served = 0;
+    std::vector<size_t> active;
+    uint64_t version = 0;
+  };
+  // The receiver's link: bytes waiting (fluid), and the rate they come in.
+  struct Link {
+    double t = 0, queue = 0, in_rate = 0;
+  };
+
+  void Push(double t, Kind kind, size_t id, uint64_t version = 0, double value = 0) {
+    events_.push(Event{t, seq_++, kind, id, version, value});
+  }
+  uint64_t Key(int rank, int channel, int peer) const {
+    return (static_cast<uint64_t>(rank) * static_cast<uint64_t>(channels_) +
+            static_cast<uint64_t>(channel)) *
+               static_cast<uint64_t>(n_) +
+           static_cast<uint64_t>(peer);
+  }
+  Link& LinkAt(size_t rank, double t) {
+    Link& l = links_[rank];
+    l.queue = std::max(0.0, l.queue + (l.in_rate - rate_) * (t - l.t));
+    if (l.in_rate < rate_ * 1e-9) l.in_rate = 0;  // rounding of the sums
+    l.t = t;
+    return l;
+  }
+  void NicAt(Nic& nic, double t) {
+    if (!nic.active.empty())
+      nic.served += (t - nic.t) * rate_ / static_cast<double>(nic.active.size());
+    nic.t = t;
+  }
+  // After the NIC's set of messages changed at t: new shares (each reaches
+  // its receiver's link `shift` later) and the next message to be sent.
+  void Reshare(size_t rank, double t) {
+    Nic& nic = nics_[rank];
+    NicAt(nic, t);
+    const double share = nic.active.empty() ? 0 : rate_ / static_cast<double>(nic.active.size());
+    double first = std::numeric_limits<double>::infinity();
+    for (size_t id : nic.active) {
+      Msg& msg = msgs_[id];
+      if (msg.rate != share) {
+        Push(t + msg.shift, kRate, static_cast<size_t>(msg.dst), 0, share - msg.rate);
+        msg.rate = share;
+      }
+      first = std::min(first, msg.finish);
+    }
+    ++nic.version;
+    if (!nic.active.empty()) {
+      Push(t + (first - nic.served) / share, kNicDone, rank, nic.version);
+    }
+  }
+  void Start(size_t id, double t) {
+    Msg& msg = msgs_[id];
+    Nic& nic = nics_[static_cast<size_t>(msg.src)];
+    NicAt(nic, t);
+    msg.finish = nic.served + msg.wire;
+    nic.active.push_back(id);
+  }
+  void NicDone(size_t rank, double t) {
+    Nic& nic = nics_[rank];
+    NicAt(nic, t);
+    // Those sent by now (within rounding), in the order they started.
+    done_.clear();
+    const double eps = 1e-6;  // bytes
+    std::erase_if(nic.active, [&](size_t id) {
+      if (msgs_[id].finish > nic.served + eps) return false;
+      done_.push_back(id);
+      return true;
+    });
+    for (size_t id : done_) {
+      Msg& msg = msgs_[id];
+      Push(t + msg.shift, kRate, static_cast<size_t>(msg.dst), 0, -msg.rate);
+      msg.rate = 0;
+      Push(t + msg.shift, kLastByte, id);
+      Qp& qp = qp_[msg.qp];
+      if (qp.head == kNoMsg) {
+        qp.busy = false;
+      } else {
+        const size_t next = qp.head;
+        qp.head = msgs_[next].next_in_qp;
+        Start(next, t);
+      }
+    }
+    Reshare(rank, t);
+  }
+  void SendMessage(int rank, const Send& s, double t) {
+    const int h = hops_(rank, s.peer);
+    Msg msg{
+        rank,
+        s.peer,
+        s.channel,
+        static_cast<double>(cost_.Wire(s.bytes)),
+        (h - 1) * (delay_ + cost_.Ser(cost_.LastPacket(s.bytes))),
+        0,
+        0,
+        (static_cast<uint64_t>(rank) * static_cast<uint64_t>(n_) + static_cast<uint64_t>(s.peer)) *
+                static_cast<uint64_t>(channels_) +
+            static_cast<uint64_t>(s.channel)};
+    const size_t id = msgs_.size();
+    msgs_.push_back(msg);
+    Qp& qp = qp_[msg.qp];
+    if (!qp.busy) {
+      qp.busy = true;
+      Start(id, t);
+    } else {
+      if (qp.head == kNoMsg) {
+        qp.head = id;
+      } else {
+        msgs_[qp.tail].next_in_qp = id;
+      }
+      qp.tail = id;
+    }
+  }
+  // Runs every step of rank whose waits are met, channel by channel.
+  void Advance(int rank, double t) {
+    bool sent = false;
+    for (int ch = 0; ch < channels_; ++ch) {
+      int& k = next_step_[static_cast<size_t>(rank * channels_ + ch)];
+      for (; k < plan_.Steps(rank, ch); ++k) {
+        plan_.GetStep(rank, ch, k, step_);
+        const bool ready = std::all_of(step_.waits.begin(), step_.waits.end(), [&](const Wait& w) {
+          auto it = received_.find(Key(rank, w.channel, w.peer));
+          return it != received_.end() && it->second >= w.count;
+        });
+        if (!ready) break;
+        for (const auto& s : step_.sends) SendMessage(rank, s, t);
+        sent = sent || !step_.sends.empty();
+      }
+    }
+    if (sent) Reshare(static_cast<size_t>(rank), t);
+  }
+
+  const Plan& plan_;
+  int n_, channels_;
+  MessageCost cost_;
+  double rate_, delay_;  // bytes per second, seconds
+  std::function<int(int, int)> hops_;
+  std::vector<Nic> nics_;
+  std::vector<Link> links_;
+  std::vector<int> next_step_;
+  std::vector<Msg> msgs_;
+  std::unordered_map<uint64_t, Qp> qp_;
+  std::vector<size_t> done_;
+  std::unordered_map<uint64_t, uint32_t> received_;
+  std::priority_queue<Event, std::vector<Event>, std::greater<>> events_;
+  uint64_t seq_ = 0;
+  double end_ = 0;
+  Step step_;
+};
+
 }  // namespace
 
 double AlphaBetaSeconds(const CollectiveSpec& spec, int n, const LinkModel& m) {
@@ -309,39 +546,9 @@ double AlphaBetaSeconds(const CollectiveSpec& spec, int n, const LinkModel& m) {
     return t;
   }
   if (spec.algo == CollAlgo::kTree) {
-    // Pipeline fill: the first chunk climbs the deeper tree and comes down
-    // again; then one stage per further chunk, set by the rank that sends
-    // the most bytes per chunk (interior in one tree, leaf in the other:
-    // up + up + two children = four chunks).
-    const uint64_t half = CeilDiv(spec.bytes, 2);
-    const uint64_t chunk =
-        std::min(spec.chunk_bytes > 0 ? spec.chunk_bytes : NcclTreeChunk(spec.bytes, n), half);
-    const uint64_t chunks = CeilDiv(half, chunk);
-    int depth = 0;
-    int max_hops = 0;
-    int max_sends = 0;
-    for (int t = 0; t < 2; ++t) {
-      for (int r = 0; r < n; ++r) {
-        int d = 0;
-        for (int x = r; DoubleBinaryTree(n, x, t).parent >= 0;
-             x = DoubleBinaryTree(n, x, t).parent) {
-          max_hops = std::max(max_hops, hops(x, DoubleBinaryTree(n, x, t).parent));
-          ++d;
-        }
-        depth = std::max(depth, d);
-      }
-    }
-    for (int r = 0; r < n; ++r) {
-      int sends = 0;
-      for (int t = 0; t < 2; ++t) {
-        TreeLinks l = DoubleBinaryTree(n, r, t);
-        sends += (l.parent >= 0) + (l.child[0] >= 0) + (l.child[1] >= 0);
-      }
-      max_sends = std::max(max_sends, sends);
-    }
-    const double fill = 2.0 * depth * cost.Seconds(chunk, max_hops);
-    const double stage = max_sends * cost.Ser(cost.Wire(chunk));
-    return fill + static_cast<double>(chunks - 1) * stage;
+    const uint64_t chunk = spec.chunk_bytes > 0 ? spec.chunk_bytes : NcclTreeChunk(spec.bytes, n);
+    TreePlan plan(n, spec.bytes, chunk);
+    return MessageSchedule(plan, n, m, hops).Seconds();
   }
   // Pairwise AlltoAll: every rank sends (n-1) messages at once.
   const uint64_t each = CeilDiv(spec.bytes, static_cast<uint64_t>(n));

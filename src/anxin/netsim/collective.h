@@ -87,10 +87,15 @@ TreeLinks DoubleBinaryTree(int ranks, int rank, int tree);
 
 // The alpha-beta model of an uncongested run: each message of m bytes over
 // h links costs h * delay + (h - 1) * packet / rate (store and forward) +
-// wire(m) / rate, where wire adds the per-packet header; a rank sends its
-// concurrent messages at the line rate in total. For ring the critical path
-// is summed around the ring; for the tree each pipeline stage is set by the
-// busiest NIC.
+// wire(m) / rate, where wire adds the per-packet header. For ring the
+// critical path is summed around the ring; for halving-doubling over its
+// steps. The tree's schedule (its chunks, their dependencies and the credit
+// window) is evaluated message by message: a NIC shares its line rate
+// equally among the messages it is sending (one queue pair's in order), and
+// a rank's incoming link forwards what all its senders send first come,
+// first served, so two children sending to one parent take twice as long.
+// The fabric between the NICs is taken as non-blocking, and nothing is
+// paused (no PFC).
 struct LinkModel {
   double gbps = 200;
   uint64_t delay_ps = 1'000'000;
