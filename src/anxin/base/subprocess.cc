@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <cerrno>
 #include <condition_variable>
 #include <cstdlib>
@@ -102,6 +103,13 @@ std::string CommandOutput::Describe() const {
   st.signal = signal;
   st.timed_out = timed_out;
   return st.Describe();
+}
+
+std::string CommandOutput::OneLineMessage() const {
+  std::string text = stderr_text.empty() ? stdout_text : stderr_text;
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.pop_back();
+  std::replace(text.begin(), text.end(), '\n', ' ');
+  return text;
 }
 
 struct Subprocess::Impl {

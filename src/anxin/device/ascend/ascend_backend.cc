@@ -15,12 +15,6 @@
 namespace anxin::device::ascend {
 namespace {
 
-std::string OneLine(std::string text) {
-  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.pop_back();
-  std::replace(text.begin(), text.end(), '\n', ' ');
-  return text;
-}
-
 class AscendBackend final : public DeviceBackend {
  public:
   AscendBackend(std::unique_ptr<ChipSource> source, AscendOptions options, Clock& clock)
@@ -143,9 +137,8 @@ class AscendBackend final : public DeviceBackend {
                            RunCommand({options_.npu_smi, "set", "-t", "reset", "-i", card, "-c", c},
                                       {.timeout = options_.reset_timeout}));
     if (!out.ok()) {
-      return Unavailable(fmt::format(
-          "NPU {}: npu-smi set -t reset -i {} -c {} {}: {}", index, card, c, out.Describe(),
-          OneLine(out.stderr_text.empty() ? out.stdout_text : out.stderr_text)));
+      return Unavailable(fmt::format("NPU {}: npu-smi set -t reset -i {} -c {} {}: {}", index, card,
+                                     c, out.Describe(), out.OneLineMessage()));
     }
     // The driver brings the chip back over 20 s or more: poll its health.
     const Clock::TimePoint deadline = clock_.Now() + options_.poll_timeout;

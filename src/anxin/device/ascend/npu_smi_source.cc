@@ -19,12 +19,6 @@ namespace {
 
 constexpr uint64_t kMiB = 1024 * 1024;
 
-std::string OneLine(std::string text) {
-  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.pop_back();
-  std::replace(text.begin(), text.end(), '\n', ' ');
-  return text;
-}
-
 class NpuSmiSource final : public ChipSource {
  public:
   NpuSmiSource(AscendOptions options, Clock& clock, NpuSmiInfo first)
@@ -145,9 +139,7 @@ class NpuSmiSource final : public ChipSource {
     ANXIN_ASSIGN_OR_RETURN(CommandOutput out,
                            RunCommand(std::move(argv), {.timeout = options_.command_timeout}));
     if (!out.ok()) {
-      return Unavailable(
-          fmt::format("{} {}: {}", shown, out.Describe(),
-                      OneLine(out.stderr_text.empty() ? out.stdout_text : out.stderr_text)));
+      return Unavailable(fmt::format("{} {}: {}", shown, out.Describe(), out.OneLineMessage()));
     }
     return std::move(out.stdout_text);
   }
@@ -210,8 +202,7 @@ Result<std::unique_ptr<ChipSource>> MakeNpuSmiSource(const AscendOptions& option
   if (!out) return Unavailable(out.error().message());
   if (!out->ok()) {
     return Unavailable(
-        fmt::format("{} info {}: {}", options.npu_smi, out->Describe(),
-                    OneLine(out->stderr_text.empty() ? out->stdout_text : out->stderr_text)));
+        fmt::format("{} info {}: {}", options.npu_smi, out->Describe(), out->OneLineMessage()));
   }
   auto info = ParseNpuSmiInfo(out->stdout_text);
   // A device table with a row that does not fit: refused as it is (kDataLoss),

@@ -501,9 +501,7 @@ class NvmlBackend final : public DeviceBackend {
     ANXIN_ASSIGN_OR_RETURN(CommandOutput out, RunCommand({options_.nvidia_smi, "-r", "-i", gpu},
                                                          {.timeout = options_.reset_timeout}));
     if (!out.ok()) {
-      std::string why = out.stderr_text.empty() ? out.stdout_text : out.stderr_text;
-      while (!why.empty() && std::isspace(static_cast<unsigned char>(why.back()))) why.pop_back();
-      std::replace(why.begin(), why.end(), '\n', ' ');
+      std::string why = out.OneLineMessage();
       Publish(MakeFaultEvent(index, clock_.Now(), FaultKind::kResetFailed,
                              fmt::format("GPU {}: reset failed", index)));
       return Unavailable(
