@@ -131,6 +131,13 @@ class AgentProcess {
       port_ = std::stoi(text);
       return true;
     })) << Stderr();
+    // The agent prints its serving line before it writes the port file, but
+    // the line reaches Stderr() through a pipe that another thread reads.
+    if (port_ > 0) {
+      EXPECT_TRUE(WaitFor([&] {
+        return Stderr().find("anxin agent: serving") != std::string::npos;
+      })) << Stderr();
+    }
   }
   int port() const { return port_; }
   const std::string& socket() const { return socket_; }
