@@ -111,6 +111,19 @@ TEST_F(SubprocessTest, CapturesStdoutAndStderrSeparately) {
   EXPECT_EQ(r->stderr_text, "err1\n");
 }
 
+TEST_F(SubprocessTest, OneLineMessagePrefersStderrAndJoinsItsLines) {
+  auto both =
+      RunCommand({"sh", "-c", "echo ignored; printf 'no such card\\ntry -l\\n \\n' >&2; exit 2"});
+  ASSERT_THAT(both, IsOk());
+  EXPECT_EQ(both->OneLineMessage(), "no such card try -l");
+  auto out_only = RunCommand({"sh", "-c", "printf 'Error 8255\\nbusy\\n'; exit 1"});
+  ASSERT_THAT(out_only, IsOk());
+  EXPECT_EQ(out_only->OneLineMessage(), "Error 8255 busy");
+  auto silent = RunCommand({"false"});
+  ASSERT_THAT(silent, IsOk());
+  EXPECT_EQ(silent->OneLineMessage(), "");
+}
+
 TEST_F(SubprocessTest, StdinFromAFileOrNothing) {
   ::anxin::testing::TempDir dir;
   std::string in = dir.Write("in.txt", "line one\nline two\n");
