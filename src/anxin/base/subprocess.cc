@@ -11,7 +11,6 @@
 
 #include <algorithm>
 #include <array>
-#include <cctype>
 #include <cerrno>
 #include <condition_variable>
 #include <cstdlib>
@@ -19,6 +18,8 @@
 #include <mutex>
 #include <thread>
 #include <utility>
+
+#include "anxin/base/strings.h"
 
 extern char** environ;
 
@@ -106,8 +107,7 @@ std::string CommandOutput::Describe() const {
 }
 
 std::string CommandOutput::OneLineMessage() const {
-  std::string text = stderr_text.empty() ? stdout_text : stderr_text;
-  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.pop_back();
+  std::string text(Trim(stderr_text.empty() ? stdout_text : stderr_text));
   std::replace(text.begin(), text.end(), '\n', ' ');
   return text;
 }

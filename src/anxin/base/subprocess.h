@@ -155,7 +155,7 @@ struct CommandOutput {
   bool ok() const { return exit_code == 0; }
   std::string Describe() const;
   // What the command said, for one error line: its standard error, or its
-  // standard output when that is empty, without trailing white space and
+  // standard output when that is empty, trimmed (base/strings.h Trim) and
   // with newlines as spaces.
   std::string OneLineMessage() const;
 };
