@@ -160,7 +160,9 @@ TEST(SlowRank, MatrixNamesTheDelayedRank) {
   for (int ranks : {2, 4}) {
     auto out = Bench({"--np", std::to_string(ranks), "--matrix", "--matrix-bytes", "64K",
                       "--matrix-iters", "10"},
-                     {"ANXIN_COMM_TEST_FAULT=delay:1:20000"});
+                     // 50 ms a send: the slow direction must stay over three
+                     // times the fast one however loaded the machine is.
+                     {"ANXIN_COMM_TEST_FAULT=delay:1:50000"});
     EXPECT_EQ(out.exit_code, 1) << out.stderr_text;
     auto j = Parse(out);
     ASSERT_TRUE(j.contains("matrix")) << j.dump();

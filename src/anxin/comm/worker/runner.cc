@@ -689,10 +689,14 @@ struct Runner::Impl {
     const size_t n = static_cast<size_t>(ranks);
     std::vector<double> my_bw(n, 0.0), my_lat(n, 0.0);
     int64_t calls = 0;
+    // Payload sends carry the delay fault; the one-byte acknowledgements that
+    // end a bandwidth clock do not, so the slow rank's sends are the slow
+    // direction and its peer's direction stays fast.
     auto send = [&](int peer, uint64_t bytes) {
       if (fault.kind == Fault::Kind::kDelay) ApplyFault(fault, rank, calls);
       return engine.Send(peer, bytes);
     };
+    auto ack = [&](int peer) { return engine.Send(peer, 1); };
     for (size_t k = 0; k < rounds.size(); ++k) {
       Barrier(fmt::format("waiting for the ranks before matrix round {}", k + 1));
       for (auto [a, b] : rounds[k]) {
@@ -734,10 +738,10 @@ struct Runner::Impl {
                 AlgBandwidth(o.matrix_bytes * static_cast<uint64_t>(o.matrix_iters), us);
           } else {
             ANXIN_TRY(engine.Recv(peer, o.matrix_bytes));
-            ANXIN_TRY(send(peer, 1));
+            ANXIN_TRY(ack(peer));
             for (int it = 0; it < o.matrix_iters; ++it)
               ANXIN_TRY(engine.Recv(peer, o.matrix_bytes));
-            ANXIN_TRY(send(peer, 1));
+            ANXIN_TRY(ack(peer));
           }
         }
         Disarm();

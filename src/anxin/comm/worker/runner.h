@@ -40,7 +40,8 @@ namespace anxin::comm {
 // Test-only faults from ANXIN_COMM_TEST_FAULT, so that tests can slow, kill
 // or stop one rank on purpose:
 //   delay:RANK:US   RANK sleeps US microseconds before each timed call and
-//                   before each point-to-point send
+//                   before each point-to-point payload send (not before the
+//                   one-byte acknowledgements of the bandwidth matrix)
 //   exit:RANK:N     RANK kills itself (SIGKILL) at its N-th timed call
 //   hang:RANK:N     RANK stops forever at its N-th timed call
 //   corrupt:RANK:N  RANK damages N elements of every result it verifies (so
