@@ -5,6 +5,8 @@
 #include <charconv>
 #include <cmath>
 
+#include "anxin/base/strings.h"
+
 namespace anxin::agent {
 
 using device::DeviceInfo;
@@ -48,7 +50,6 @@ std::string HealthState(Health h) {
   return s;
 }
 
-constexpr double kMiB = 1024.0 * 1024.0;
 // npu-exporter reports HBM in MB as the driver does (2^20 bytes).
 constexpr double kNpuMB = 1024.0 * 1024.0;
 
@@ -434,8 +435,8 @@ void DeviceExporter::SampleOnce() {
       SetIfReported(g.dcgm_power, d, s.power_watts);
       SetIfReported(g.dcgm_util, d, s.utilisation_percent);
       if (used_reported) {
-        g.dcgm_fb_used->WithLabels(d).Set(std::round(used / kMiB));
-        if (total > 0) g.dcgm_fb_free->WithLabels(d).Set(std::round((total - used) / kMiB));
+        g.dcgm_fb_used->WithLabels(d).Set(std::round(ToMiB(used)));
+        if (total > 0) g.dcgm_fb_free->WithLabels(d).Set(std::round(ToMiB(total - used)));
       }
       double xid = 0;
       for (const device::DeviceErrorCode& code : s.error_codes)

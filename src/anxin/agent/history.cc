@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "anxin/base/strings.h"
 #include "anxin/base/time_format.h"
 
 namespace anxin::agent {
@@ -27,7 +28,6 @@ constexpr size_t kMaxDetailBytes = 256;
 // sits on a line does not fill the timeline with crossings.
 constexpr double kTemperatureHysteresisCelsius = 2;
 constexpr double kHbmHysteresisRatio = 0.02;
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 // Unix seconds, to the millisecond: what the JSON carries, so that a
 // client's `since` compares equal to the point it came from.
@@ -343,8 +343,8 @@ void History::RecordSnapshot(const device::Snapshot& snap) {
                               std::numeric_limits<double>::infinity(), kHbmHysteresisRatio);
       if (level > d.hbm) {
         event("hbm_high", "warning",
-              fmt::format("HBM {:.1f} % used ({:.1f} of {:.1f} GiB)", ratio * 100, used / kGiB,
-                          total / kGiB));
+              fmt::format("HBM {:.1f} % used ({:.1f} of {:.1f} GiB)", ratio * 100, ToGiB(used),
+                          ToGiB(total)));
       } else if (level == 0 && d.hbm > 0) {
         event("hbm_normal", "info", fmt::format("HBM {:.1f} % used", ratio * 100));
       }

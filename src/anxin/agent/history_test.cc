@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "anxin/base/strings.h"
 #include "anxin/base/testing.h"
 
 namespace anxin::agent {
@@ -21,7 +22,6 @@ using device::Health;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-constexpr uint64_t kGiB = 1ull << 30;
 const Clock::TimePoint kStart = Clock::TimePoint{} + std::chrono::seconds(1'764'000'000);
 
 DeviceInfo Npu(int index) {

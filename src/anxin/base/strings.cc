@@ -97,8 +97,8 @@ std::string FormatBytes(uint64_t bytes, ByteUnits units) {
     return fmt::format("{} {}", v, kUnits[unit]);
   }
   const double v = static_cast<double>(bytes);
-  if (v >= 1024.0 * 1024 * 1024) return fmt::format("{:.2f} GiB", v / (1024.0 * 1024 * 1024));
-  if (v >= 1024.0 * 1024) return fmt::format("{:.1f} MiB", v / (1024.0 * 1024));
+  if (bytes >= kGiB) return fmt::format("{:.2f} GiB", ToGiB(v));
+  if (bytes >= kMiB) return fmt::format("{:.1f} MiB", ToMiB(v));
   if (v >= 1024.0) return fmt::format("{:.1f} KiB", v / 1024.0);
   return fmt::format("{} B", bytes);
 }

@@ -7,6 +7,8 @@
 //   std::optional<double> f = ParseDouble("0.25");            // 0.25
 //   std::string size = FormatBytes(1288490189);               // "1.20 GiB"
 //   std::string exact = FormatBytes(65536, ByteUnits::kExact);  // "64 KiB"
+//   uint64_t hbm = 64 * kGiB;                                  // 68719476736
+//   double shown = ToMiB(3 * kMiB / 2);                        // 1.5
 //   std::string text = "cpu0\ncpu1\n";
 //   for (std::string_view line : SplitLines(text)) std::puts(std::string(line).c_str());
 //   std::vector<std::string_view> words = SplitWords("a  b\tc");   // "a", "b", "c"
@@ -46,6 +48,13 @@ std::optional<int64_t> ParseInt(std::string_view s);
 // nullopt for anything else: trailing text, a leading '+', "inf", "nan",
 // hexadecimal, out of range.
 std::optional<double> ParseDouble(std::string_view s);
+
+// Binary byte units, and a count of bytes in them for display.
+inline constexpr uint64_t kKiB = uint64_t{1} << 10;
+inline constexpr uint64_t kMiB = uint64_t{1} << 20;
+inline constexpr uint64_t kGiB = uint64_t{1} << 30;
+constexpr double ToMiB(double bytes) { return bytes / static_cast<double>(kMiB); }
+constexpr double ToGiB(double bytes) { return bytes / static_cast<double>(kGiB); }
 
 // How FormatBytes writes a count.
 enum class ByteUnits {

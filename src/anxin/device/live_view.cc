@@ -2,12 +2,12 @@
 
 #include <fmt/format.h>
 
+#include "anxin/base/strings.h"
 #include "anxin/device/summary.h"
 
 namespace anxin::device {
 namespace {
 
-constexpr double kGiB = 1024.0 * 1024 * 1024;
 const char* kClearScreen = "\x1b[H\x1b[2J";
 
 }  // namespace
@@ -57,7 +57,7 @@ std::string LiveView::ProgressLine(const Snapshot& snap) const {
   if (fullest) {
     line +=
         fmt::format("   fullest HBM {} {:.1f} / {:.0f} GiB ({:.0f}%)", DeviceLabel(fullest->info),
-                    fullest->sample->hbm_used_bytes / kGiB, fullest->info.hbm_total_bytes / kGiB,
+                    ToGiB(fullest->sample->hbm_used_bytes), ToGiB(fullest->info.hbm_total_bytes),
                     100.0 * fullest->sample->hbm_used_bytes / fullest->info.hbm_total_bytes);
   }
   if (unreadable) line += fmt::format("   {} device(s) not answering", unreadable);

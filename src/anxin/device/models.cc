@@ -4,11 +4,10 @@
 
 #include <array>
 
+#include "anxin/base/strings.h"
+
 namespace anxin::device {
 namespace {
-
-constexpr uint64_t kGiB = 1024ull * 1024 * 1024;
-constexpr uint64_t kMiB = 1024ull * 1024;
 
 // Ascend chips throttle at 95 C (the field report's figure for the 910C);
 // NVIDIA data-centre boards start slowing down in the high 80s.

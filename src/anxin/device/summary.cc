@@ -5,10 +5,10 @@
 #include <algorithm>
 #include <cmath>
 
+#include "anxin/base/strings.h"
+
 namespace anxin::device {
 namespace {
-
-constexpr double kGiB = 1024.0 * 1024 * 1024;
 
 const DeviceRow* FindRow(const Snapshot& snap, int index) {
   for (const DeviceRow& r : snap.rows) {
@@ -48,8 +48,8 @@ std::vector<std::string> Compare(const DeviceInfo& info, const DeviceSample& a,
     std::string p = fmt::format(
         "HBM used {:.1f} GiB -> {:.1f} GiB ({:+.1f} GiB), now {:.0f}% of "
         "{:.0f} GiB",
-        a.hbm_used_bytes / kGiB, b.hbm_used_bytes / kGiB, dh / kGiB, ratio * 100,
-        info.hbm_total_bytes / kGiB);
+        ToGiB(a.hbm_used_bytes), ToGiB(b.hbm_used_bytes), ToGiB(dh), ratio * 100,
+        ToGiB(info.hbm_total_bytes));
     if (ratio > kHbmAlertRatio) {
       p += fmt::format(", above the {:.0f}% alert line", kHbmAlertRatio * 100);
     }

@@ -5,13 +5,11 @@
 #include <algorithm>
 #include <cmath>
 
+#include "anxin/base/strings.h"
 #include "anxin/base/time_format.h"
 
 namespace anxin::device {
 namespace {
-
-constexpr double kMiB = 1024.0 * 1024.0;
-constexpr double kGiB = kMiB * 1024.0;
 
 // Column widths between the bars, as npu-smi prints them.
 constexpr int kCol1 = 27;
@@ -72,7 +70,7 @@ std::string Show(double v, int decimals) {
   return Reported(v) ? fmt::format("{:.{}f}", v, decimals) : "-";
 }
 std::string ShowMiB(uint64_t bytes) {
-  return Reported(bytes) ? fmt::format("{:.0f}", bytes / kMiB) : "-";
+  return Reported(bytes) ? fmt::format("{:.0f}", ToMiB(bytes)) : "-";
 }
 
 // A reading for JSON: null when not reported.
@@ -134,7 +132,7 @@ std::vector<std::string> Notes(const Snapshot& snap) {
       notes.push_back(
           fmt::format("{}: HBM {:.0f}% used ({:.1f} of {:.1f} GiB): above the {:.0f}% "
                       "alert line",
-                      label, ratio * 100, s.hbm_used_bytes / kGiB, row.info.hbm_total_bytes / kGiB,
+                      label, ratio * 100, ToGiB(s.hbm_used_bytes), ToGiB(row.info.hbm_total_bytes),
                       kHbmAlertRatio * 100));
     }
     for (const DeviceErrorCode& c : s.error_codes) {
@@ -177,7 +175,7 @@ std::string RenderTable(const Snapshot& snap, const TableStyle& style) {
   for (const DeviceRow& row : snap.rows) {
     const DeviceInfo& info = row.info;
     std::string numa = info.numa_node >= 0 ? std::to_string(info.numa_node) : "-";
-    std::string total_mb = fmt::format("{:.0f}", info.hbm_total_bytes / kMiB);
+    std::string total_mb = fmt::format("{:.0f}", ToMiB(info.hbm_total_bytes));
     if (!row.sample) {
       out += fmt::format("| {:<6}{:<20}| {}| {:<12}{:<18}{:<21}|\n", info.index, ShortModel(info),
                          Cell("Lost", 14, kRed, c), "-", "-", numa);

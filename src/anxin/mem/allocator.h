@@ -28,12 +28,11 @@
 #include <string>
 
 #include "anxin/base/error.h"
+#include "anxin/base/strings.h"
 #include "anxin/mem/provider.h"
 
 namespace anxin::mem {
 
-inline constexpr uint64_t kMiB = uint64_t{1} << 20;
-inline constexpr uint64_t kGiB = uint64_t{1} << 30;
 // More than any device holds: a larger request is an OOM at once (and
 // rounding it up could wrap past 2^64).
 inline constexpr uint64_t kMaxRequestBytes = uint64_t{1} << 56;

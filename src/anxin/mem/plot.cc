@@ -25,15 +25,14 @@ std::string ReplaySvg(const ReplayResult& r, const std::string& title) {
   double max_bytes = static_cast<double>(r.peak_live);
   for (const auto& p : r.policies)
     max_bytes = std::max(max_bytes, static_cast<double>(p.peak_reserved));
-  constexpr double kGiB = 1024.0 * 1024 * 1024;
-  double max_gib = std::max(1e-9, max_bytes / kGiB);
+  double max_gib = std::max(1e-9, ToGiB(max_bytes));
   // A "nice" tick step: 1, 2 or 5 times a power of ten.
   double raw = max_gib / 5, mag = std::pow(10, std::floor(std::log10(raw)));
   double step = raw / mag < 2 ? 2 * mag : raw / mag < 5 ? 5 * mag : 10 * mag;
   double top_gib = std::ceil(max_gib * 1.05 / step) * step;
   double events = std::max<double>(1, static_cast<double>(r.events));
   auto x = [&](double e) { return kLeft + pw * e / events; };
-  auto y = [&](double bytes) { return kTop + ph * (1 - bytes / kGiB / top_gib); };
+  auto y = [&](double bytes) { return kTop + ph * (1 - ToGiB(bytes) / top_gib); };
 
   std::string svg = fmt::format(
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{1}\" viewBox=\"0 0 {0} "
@@ -42,7 +41,7 @@ std::string ReplaySvg(const ReplayResult& r, const std::string& title) {
       "<text x=\"{2}\" y=\"22\" font-size=\"15\" font-weight=\"bold\">{3}</text>\n",
       kW, kH, kLeft, XmlEscape(title));
   for (double g = 0; g <= top_gib + 1e-9; g += step) {
-    double yy = y(g * kGiB);
+    double yy = y(g * static_cast<double>(kGiB));
     svg += fmt::format(
         "<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"#e0e0e0\"/>\n"
         "<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"end\">{:g} GiB</text>\n",
@@ -69,15 +68,13 @@ std::string ReplaySvg(const ReplayResult& r, const std::string& title) {
   for (const auto& p : r.policies) {
     svg += polyline(p.series, false, ColorFor(p.name), 1.6,
                     p.name == "pytorch-model" ? "5,3" : "none");
-    legend.emplace_back(fmt::format("{} reserved (peak {:.2f} GiB)", p.name,
-                                    static_cast<double>(p.peak_reserved) / kGiB),
-                        ColorFor(p.name));
+    legend.emplace_back(
+        fmt::format("{} reserved (peak {:.2f} GiB)", p.name, ToGiB(p.peak_reserved)),
+        ColorFor(p.name));
   }
   if (!r.policies.empty()) {
     svg += polyline(r.policies.front().series, true, "#2ca02c", 1.2, "none");
-    legend.emplace_back(
-        fmt::format("allocated (peak {:.2f} GiB)", static_cast<double>(r.peak_live) / kGiB),
-        "#2ca02c");
+    legend.emplace_back(fmt::format("allocated (peak {:.2f} GiB)", ToGiB(r.peak_live)), "#2ca02c");
   }
   double ly = kTop + ph - 14.0 * static_cast<double>(legend.size()) - 6;
   for (const auto& [text, color] : legend) {

@@ -7,6 +7,7 @@
 #include <random>
 #include <vector>
 
+#include "anxin/base/strings.h"
 #include "anxin/base/testing.h"
 
 namespace anxin::mem {
@@ -14,8 +15,6 @@ namespace {
 
 using ::anxin::testing::HasCode;
 using ::anxin::testing::IsOk;
-
-constexpr uint64_t kMiB = 1 << 20;
 
 TEST(TorchModelTest, SegmentSizesFollowThePools) {
   TorchCachingModel m(0);

@@ -9,6 +9,7 @@
 #include <mutex>
 
 #include "anxin/base/dynamic_library.h"
+#include "anxin/base/strings.h"
 #include "anxin/device/ascend/source.h"
 
 namespace anxin::device::ascend {
@@ -19,7 +20,6 @@ constexpr int kDcmiNotReady = -8012;      // the chip is starting or resetting
 constexpr int kDcmiNotSupported = -8255;  // this chip or driver lacks the reading
 constexpr int kAiCoreUtilisation = 2;     // dcmi_get_device_utilization_rate input_type
 constexpr unsigned int kHealthAbsent = 0xFFFFFFFF;
-constexpr uint64_t kMiB = 1024 * 1024;
 
 struct dcmi_hbm_info {
   unsigned long long memory_size;   // MB

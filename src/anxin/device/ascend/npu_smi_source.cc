@@ -17,8 +17,6 @@
 namespace anxin::device::ascend {
 namespace {
 
-constexpr uint64_t kMiB = 1024 * 1024;
-
 class NpuSmiSource final : public ChipSource {
  public:
   NpuSmiSource(AscendOptions options, Clock& clock, NpuSmiInfo first)

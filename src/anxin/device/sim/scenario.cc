@@ -7,13 +7,13 @@
 #include <filesystem>
 #include <optional>
 
+#include "anxin/base/strings.h"
 #include "anxin/device/sim/builtin_scenarios.h"
 #include "anxin/device/sim/noise.h"
 
 namespace anxin::device::sim {
 namespace {
 
-constexpr uint64_t kGiB = 1024ull * 1024 * 1024;
 constexpr int kMaxDevices = 64;
 
 // Scenario times stay within a year: far beyond any drill, and far from the

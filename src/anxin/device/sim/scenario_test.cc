@@ -5,6 +5,7 @@
 
 #include <filesystem>
 
+#include "anxin/base/strings.h"
 #include "anxin/base/testing.h"
 
 namespace anxin::device::sim {
@@ -13,8 +14,6 @@ namespace {
 using ::anxin::testing::HasCode;
 using ::anxin::testing::IsOk;
 using ::testing::HasSubstr;
-
-constexpr uint64_t kGiB = 1024ull * 1024 * 1024;
 
 Result<Scenario> Parse(std::string_view yaml) { return ParseScenarioText(yaml, "s.yaml"); }
 

@@ -9,6 +9,7 @@
 #include <mutex>
 #include <set>
 
+#include "anxin/base/strings.h"
 #include "anxin/base/testing.h"
 
 namespace anxin::device::sim {
@@ -18,8 +19,6 @@ using ::anxin::testing::HasCode;
 using ::anxin::testing::IsOk;
 using ::testing::HasSubstr;
 using namespace std::chrono_literals;
-
-constexpr uint64_t kGiB = 1024ull * 1024 * 1024;
 
 // Four quiet devices (no noise) so that readings are exact.
 constexpr std::string_view kQuietDevices = R"(
