@@ -11,10 +11,6 @@
 namespace anxin::compare {
 namespace {
 
-std::unexpected<Error> Corrupt(const std::string& label, uint64_t offset, std::string what) {
-  return DataLoss(fmt::format("{}: offset {}: {}", label, offset, what));
-}
-
 // A tiny parser for the Python literal dict in the header:
 // {'descr': '<f4', 'fortran_order': False, 'shape': (3, 4), }
 class HeaderParser {

@@ -24,10 +24,6 @@ uint64_t Le(const uint8_t* p, int n) {
   return v;
 }
 
-std::unexpected<Error> Corrupt(const std::string& path, uint64_t offset, std::string what) {
-  return DataLoss(fmt::format("{}: offset {}: {}", path, offset, what));
-}
-
 struct Member {
   std::string name;
   uint16_t method = 0;

@@ -6,13 +6,6 @@
 #include <nlohmann/json.hpp>
 
 namespace anxin::compare {
-namespace {
-
-std::unexpected<Error> Corrupt(const std::string& path, uint64_t offset, std::string what) {
-  return DataLoss(fmt::format("{}: offset {}: {}", path, offset, what));
-}
-
-}  // namespace
 
 Result<std::vector<Tensor>> ParseSafetensors(std::shared_ptr<const MappedFile> file) {
   const std::string& path = file->path();

@@ -226,6 +226,10 @@ void PageReleaser::Flush() {
   pending_ = 0;
 }
 
+std::unexpected<Error> Corrupt(const std::string& where, uint64_t offset, std::string_view what) {
+  return DataLoss(fmt::format("{}: offset {}: {}", where, offset, what));
+}
+
 std::string ShapeString(const std::vector<int64_t>& shape) {
   std::string s = "[";
   for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);

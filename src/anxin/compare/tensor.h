@@ -24,6 +24,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "anxin/base/error.h"
@@ -139,6 +140,10 @@ class PageReleaser {
   uint64_t pending_ = 0;
   std::vector<iovec> ranges_;
 };
+
+// The error of a file reader that meets bytes it cannot take: a DataLoss
+// naming the file (or member) and the byte offset, "x.npz: offset 30: ...".
+std::unexpected<Error> Corrupt(const std::string& where, uint64_t offset, std::string_view what);
 
 // "[2, 3, 4]".
 std::string ShapeString(const std::vector<int64_t>& shape);
