@@ -26,7 +26,7 @@ extern char** environ;
 namespace anxin {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using SteadyClock = std::chrono::steady_clock;
 
 // What failed in the child between fork and exec; sent to the parent over a
 // close-on-exec pipe, which reads EOF when exec succeeds.
@@ -72,7 +72,7 @@ Result<std::string> ResolveExecutable(const std::string& argv0, const std::strin
 
 // Chooses a poll timeout that wakes at `when`, rounded up so that it never
 // spins with 0 ms waits just before a deadline.
-int MillisUntil(Clock::time_point now, Clock::time_point when) {
+int MillisUntil(SteadyClock::time_point now, SteadyClock::time_point when) {
   if (when <= now) return 0;
   auto ms = std::chrono::ceil<std::chrono::milliseconds>(when - now).count();
   return static_cast<int>(std::min<int64_t>(ms, 60'000));
@@ -298,9 +298,9 @@ struct Subprocess::Impl {
     pid_t child;
     StreamState streams[2];
     Phase phase = Phase::kRunning;
-    std::optional<Clock::time_point> timeout_at;
-    Clock::time_point kill_at{};
-    Clock::time_point linger_until{};
+    std::optional<SteadyClock::time_point> timeout_at;
+    SteadyClock::time_point kill_at{};
+    SteadyClock::time_point linger_until{};
     bool leader_exited = false;
     bool timed_out = false;
     bool is_reaped = false;
@@ -314,9 +314,9 @@ struct Subprocess::Impl {
     ::fcntl(out[0], F_SETFL, O_NONBLOCK);
     ::fcntl(err[0], F_SETFL, O_NONBLOCK);
     Serving sv(child, &out[0], &options.on_stdout, &err[0], &options.on_stderr);
-    if (options.timeout) sv.timeout_at = Clock::now() + *options.timeout;
+    if (options.timeout) sv.timeout_at = SteadyClock::now() + *options.timeout;
     while (true) {
-      const Clock::time_point now = Clock::now();
+      const SteadyClock::time_point now = SteadyClock::now();
       AdvanceStop(sv, now);
       if (ReapWhenGone(sv)) break;
       WaitAndRead(sv, now);
@@ -339,11 +339,11 @@ struct Subprocess::Impl {
     KillGroup(sv, SIGTERM);
     KillGroup(sv, SIGCONT);  // a stopped process acts on TERM only once continued
     sv.phase = Serving::Phase::kTerminating;
-    sv.kill_at = Clock::now() + grace;
+    sv.kill_at = SteadyClock::now() + grace;
   }
 
   // Stop requests, the timeout and the end of the grace period.
-  void AdvanceStop(Serving& sv, Clock::time_point now) {
+  void AdvanceStop(Serving& sv, SteadyClock::time_point now) {
     bool stop_now = false;
     std::chrono::nanoseconds grace{0};
     {
@@ -395,11 +395,11 @@ struct Subprocess::Impl {
           KillGroup(sv, SIGKILL);
         }
         Reap(sv);
-        sv.linger_until = Clock::now() + options.output_linger;
+        sv.linger_until = SteadyClock::now() + options.output_linger;
       }
     }
     if (sv.is_reaped && !sv.any_open()) return true;
-    if (sv.is_reaped && Clock::now() >= sv.linger_until) {
+    if (sv.is_reaped && SteadyClock::now() >= sv.linger_until) {
       for (auto& st : sv.streams) {
         if (st.open()) ReadStream(st);
         if (st.open()) CloseStream(st);
@@ -411,7 +411,7 @@ struct Subprocess::Impl {
 
   // Waits for output, the child's exit, a wake-up or the next timer, and
   // handles what came.
-  void WaitAndRead(Serving& sv, Clock::time_point now) {
+  void WaitAndRead(Serving& sv, SteadyClock::time_point now) {
     std::array<pollfd, 4> fds{};
     size_t nfds = 0;
     fds[nfds++] = {wake[0], POLLIN, 0};
@@ -428,7 +428,7 @@ struct Subprocess::Impl {
       fds[nfds++] = {pidfd, POLLIN, 0};
     }
     int wait_ms = -1;
-    auto wake_at = [&](Clock::time_point t) {
+    auto wake_at = [&](SteadyClock::time_point t) {
       int ms = MillisUntil(now, t);
       wait_ms = wait_ms < 0 ? ms : std::min(wait_ms, ms);
     };
@@ -542,7 +542,7 @@ Subprocess::~Subprocess() {
   if (impl_->thread.joinable()) impl_->thread.join();
 }
 
-Result<ExitStatus> Subprocess::Wait(std::optional<Clock::time_point> deadline) {
+Result<ExitStatus> Subprocess::Wait(std::optional<SteadyClock::time_point> deadline) {
   std::unique_lock lock(impl_->mu);
   auto done = [this] { return impl_->finished; };
   if (deadline) {

@@ -9,7 +9,7 @@ namespace {
 
 using nlohmann::json;
 
-json PfcList(const std::array<bool, 8>& pfc) {
+json PfcJson(const std::array<bool, 8>& pfc) {
   json out = json::array();
   for (int p = 0; p < 8; ++p) {
     if (pfc[static_cast<size_t>(p)]) out.push_back(p);
@@ -44,7 +44,7 @@ json NicPort(const NicFacts& n) {
          {"error", n.qos_error}};
   if (n.qos) {
     if (!n.qos->trust.empty()) p["trust"] = n.qos->trust;
-    if (n.qos->has_pfc) p["pfc"] = PfcList(n.qos->pfc_enabled);
+    if (n.qos->has_pfc) p["pfc"] = PfcJson(n.qos->pfc_enabled);
     // mlnx_qos lists the DSCPs it maps; the others take the mlx5 default.
     if (n.qos->has_pfc || !n.qos->dscp_to_prio.empty()) {
       p["dscp_to_priority"] = DscpMap(n.qos->dscp_to_prio);
@@ -60,7 +60,7 @@ json NpuPort(const HostFacts& f, const NpuPortFacts& n) {
          {"name", "npu" + std::to_string(n.npu)},
          {"pci", pci != f.npu_pci.end() ? json(pci->second) : json(nullptr)},
          {"trust", nullptr},
-         {"pfc", n.pfc ? PfcList(*n.pfc) : json(nullptr)},
+         {"pfc", n.pfc ? PfcJson(*n.pfc) : json(nullptr)},
          {"dscp_to_priority", n.dscp_to_tc ? DscpMap(*n.dscp_to_tc) : json(nullptr)},
          {"unlisted_dscp", "unknown"},
          {"cnp_dscp", nullptr},

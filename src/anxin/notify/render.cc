@@ -11,7 +11,7 @@
 namespace anxin::notify {
 namespace {
 
-using json = nlohmann::ordered_json;
+using OrderedJson = nlohmann::ordered_json;
 
 // Longest text taken from one annotation or label into a chat message.
 constexpr size_t kMaxFieldBytes = 2000;
@@ -106,8 +106,8 @@ std::string MoreLine(size_t n) {
   return fmt::format("+{} more alert{} not shown (see Alertmanager)", n, n == 1 ? "" : "s");
 }
 
-size_t JsonSize(const json& j) {
-  return j.dump(-1, ' ', false, json::error_handler_t::replace).size();
+size_t JsonSize(const OrderedJson& j) {
+  return j.dump(-1, ' ', false, OrderedJson::error_handler_t::replace).size();
 }
 
 // Unix seconds (an alert's starts_at, ends_at) as "2026-12-02T13:28:50Z".
@@ -191,14 +191,15 @@ Rendered RenderBot(const std::vector<Alert>& alerts, const Templates& templates,
     if (!o.dashboard_url.empty()) links += "\nDashboard: " + o.dashboard_url;
     if (!o.prometheus_url.empty()) links += "\nPrometheus: " + o.prometheus_url;
     // The message without alerts but with the longest "+N more" line.
-    const json base = {{"msg_type", "text"},
-                       {"content", {{"text", title + "\n\n" + MoreLine(alerts.size()) + links}}}};
+    const OrderedJson base = {
+        {"msg_type", "text"},
+        {"content", {{"text", title + "\n\n" + MoreLine(alerts.size()) + links}}}};
     size_t budget = o.max_body_bytes - std::min(o.max_body_bytes, JsonSize(base) + 100);
     std::string text = title;
     size_t shown = 0;
     for (const auto& a : alerts) {
       std::string part = "\n\n" + OneAlert(a, templates, o, false);
-      const size_t cost = JsonSize(json(part)) - 2;
+      const size_t cost = JsonSize(OrderedJson(part)) - 2;
       if (cost > budget && shown > 0) break;
       budget -= std::min(budget, cost);
       text += part;
@@ -206,8 +207,8 @@ Rendered RenderBot(const std::vector<Alert>& alerts, const Templates& templates,
     }
     if (shown < alerts.size()) text += "\n\n" + MoreLine(alerts.size() - shown);
     text += links;
-    r.fallback = json{{"msg_type", "text"}, {"content", {{"text", text}}}}.dump(
-        -1, ' ', false, json::error_handler_t::replace);
+    r.fallback = OrderedJson{{"msg_type", "text"}, {"content", {{"text", text}}}}.dump(
+        -1, ' ', false, OrderedJson::error_handler_t::replace);
     if (!card) {
       r.body = r.fallback;
       r.shown = shown;
@@ -216,9 +217,9 @@ Rendered RenderBot(const std::vector<Alert>& alerts, const Templates& templates,
   }
   if (!card) return r;
 
-  json header = {{"title", {{"tag", "plain_text"}, {"content", title}}},
-                 {"template", HeaderColour(alerts)}};
-  json actions = json::array();
+  OrderedJson header = {{"title", {{"tag", "plain_text"}, {"content", title}}},
+                        {"template", HeaderColour(alerts)}};
+  OrderedJson actions = OrderedJson::array();
   auto button = [&](const std::string& label, const std::string& url, const char* type) {
     actions.push_back({{"tag", "button"},
                        {"text", {{"tag", "plain_text"}, {"content", label}}},
@@ -227,21 +228,23 @@ Rendered RenderBot(const std::vector<Alert>& alerts, const Templates& templates,
   };
   if (!o.dashboard_url.empty()) button("Dashboard", o.dashboard_url, "primary");
   if (!o.prometheus_url.empty()) button("Prometheus", o.prometheus_url, "default");
-  json tail = json::array();
+  OrderedJson tail = OrderedJson::array();
   if (!actions.empty()) tail.push_back({{"tag", "action"}, {"actions", actions}});
-  json more_el = {{"tag", "note"},
-                  {"elements", {{{"tag", "plain_text"}, {"content", MoreLine(alerts.size())}}}}};
-  json base = {
+  OrderedJson more_el = {
+      {"tag", "note"},
+      {"elements", {{{"tag", "plain_text"}, {"content", MoreLine(alerts.size())}}}}};
+  OrderedJson base = {
       {"msg_type", "interactive"},
       {"card", {{"config", {{"wide_screen_mode", true}}}, {"header", header}, {"elements", tail}}}};
   size_t fixed = JsonSize(base) + JsonSize(more_el) + 2 + 100;
   size_t budget = o.max_body_bytes - std::min(o.max_body_bytes, fixed);
-  json elements = json::array();
+  OrderedJson elements = OrderedJson::array();
   size_t shown = 0;
   for (const auto& a : alerts) {
-    json div = {{"tag", "div"},
-                {"text", {{"tag", "lark_md"}, {"content", OneAlert(a, templates, o, true)}}}};
-    size_t cost = JsonSize(div) + 1 + (shown > 0 ? JsonSize(json{{"tag", "hr"}}) + 1 : 0);
+    OrderedJson div = {
+        {"tag", "div"},
+        {"text", {{"tag", "lark_md"}, {"content", OneAlert(a, templates, o, true)}}}};
+    size_t cost = JsonSize(div) + 1 + (shown > 0 ? JsonSize(OrderedJson{{"tag", "hr"}}) + 1 : 0);
     if (cost > budget && shown > 0) break;
     budget -= std::min(budget, cost);
     if (shown > 0) elements.push_back({{"tag", "hr"}});
@@ -255,7 +258,7 @@ Rendered RenderBot(const std::vector<Alert>& alerts, const Templates& templates,
   }
   for (auto& t : tail) elements.push_back(std::move(t));
   base["card"]["elements"] = std::move(elements);
-  r.body = base.dump(-1, ' ', false, json::error_handler_t::replace);
+  r.body = base.dump(-1, ' ', false, OrderedJson::error_handler_t::replace);
   r.shown = shown;
   r.folded = alerts.size() - shown;
   return r;
@@ -263,18 +266,18 @@ Rendered RenderBot(const std::vector<Alert>& alerts, const Templates& templates,
 
 Rendered RenderJson(const std::vector<Alert>& alerts, const std::string& receiver,
                     const std::string& group_key, const RenderOptions& o) {
-  json list = json::array();
+  OrderedJson list = OrderedJson::array();
   size_t firing = 0;
   for (const auto& a : alerts) {
     firing += a.firing();
-    json item = {{"status", a.status},
-                 {"fingerprint", a.fingerprint},
-                 {"node", NodeOf(a)},
-                 {"device", DeviceOf(a)},
-                 {"labels", a.labels},
-                 {"annotations", a.annotations},
-                 {"starts_at", UnixSecondsRfc3339(a.starts_at)},
-                 {"starts_at_local", o.time_zone.Format(a.starts_at)}};
+    OrderedJson item = {{"status", a.status},
+                        {"fingerprint", a.fingerprint},
+                        {"node", NodeOf(a)},
+                        {"device", DeviceOf(a)},
+                        {"labels", a.labels},
+                        {"annotations", a.annotations},
+                        {"starts_at", UnixSecondsRfc3339(a.starts_at)},
+                        {"starts_at_local", o.time_zone.Format(a.starts_at)}};
     if (a.ends_at > 0) {
       item["ends_at"] = UnixSecondsRfc3339(a.ends_at);
       item["ends_at_local"] = o.time_zone.Format(a.ends_at);
@@ -282,14 +285,14 @@ Rendered RenderJson(const std::vector<Alert>& alerts, const std::string& receive
     if (!a.generator_url.empty()) item["generator_url"] = a.generator_url;
     list.push_back(std::move(item));
   }
-  json body = {{"receiver", receiver},
-               {"status", firing > 0 ? "firing" : "resolved"},
-               {"group_key", group_key},
-               {"alerts", std::move(list)}};
+  OrderedJson body = {{"receiver", receiver},
+                      {"status", firing > 0 ? "firing" : "resolved"},
+                      {"group_key", group_key},
+                      {"alerts", std::move(list)}};
   if (!o.dashboard_url.empty()) body["dashboard_url"] = o.dashboard_url;
   if (!o.prometheus_url.empty()) body["prometheus_url"] = o.prometheus_url;
   Rendered r;
-  r.body = body.dump(-1, ' ', false, json::error_handler_t::replace);
+  r.body = body.dump(-1, ' ', false, OrderedJson::error_handler_t::replace);
   r.shown = alerts.size();
   return r;
 }
