@@ -12,7 +12,7 @@
 #include "anxin/cli/flag_checks.h"
 #include "anxin/cli/version.h"
 
-namespace anxin::cli {
+namespace anxin::cli::agent_cmd {
 namespace {
 
 // --hash-password: a bcrypt hash for basic_auth_users of the password on
@@ -94,4 +94,4 @@ ANXIN_REGISTER_COMMAND(agent, "the node's Prometheus exporter: devices, running 
                        Setup);
 
 }  // namespace
-}  // namespace anxin::cli
+}  // namespace anxin::cli::agent_cmd

@@ -3,10 +3,10 @@
 // ANXIN_REGISTER_SUBCOMMAND(bench, NAME, ...).
 #include "anxin/cli/command.h"
 
-namespace anxin::cli {
+namespace anxin::cli::bench_cmd {
 namespace {
 
 ANXIN_REGISTER_COMMAND_GROUP(bench, "stress tests and load tests: collectives, inference servers");
 
 }  // namespace
-}  // namespace anxin::cli
+}  // namespace anxin::cli::bench_cmd

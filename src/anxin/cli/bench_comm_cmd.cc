@@ -28,7 +28,7 @@
 #include "anxin/comm/stats.h"
 #include "anxin/comm/sweep.h"
 
-namespace anxin::cli {
+namespace anxin::cli::bench_comm_cmd {
 namespace {
 
 namespace comm = anxin::comm;
@@ -367,4 +367,4 @@ ANXIN_REGISTER_SUBCOMMAND(bench, comm,
                           Setup);
 
 }  // namespace
-}  // namespace anxin::cli
+}  // namespace anxin::cli::bench_comm_cmd

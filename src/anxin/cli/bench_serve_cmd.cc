@@ -17,7 +17,7 @@
 #include "anxin/cli/flag_checks.h"
 #include "anxin/loadgen/bench_command.h"
 
-namespace anxin::cli {
+namespace anxin::cli::bench_serve_cmd {
 namespace {
 
 namespace lg = anxin::loadgen;
@@ -142,4 +142,4 @@ ANXIN_REGISTER_SUBCOMMAND(bench, serve,
                           Setup);
 
 }  // namespace
-}  // namespace anxin::cli
+}  // namespace anxin::cli::bench_serve_cmd

@@ -12,7 +12,7 @@
 #include "anxin/cli/flag_checks.h"
 #include "anxin/kernels/buckets.h"
 
-namespace anxin::cli {
+namespace anxin::cli::buckets_cmd {
 namespace {
 
 ANXIN_REGISTER_COMMAND_GROUP(buckets, "sequence-length buckets: plan padded shapes to compile");
@@ -86,4 +86,4 @@ ANXIN_REGISTER_SUBCOMMAND(buckets, plan,
                           Setup);
 
 }  // namespace
-}  // namespace anxin::cli
+}  // namespace anxin::cli::buckets_cmd

@@ -7,7 +7,7 @@
 #include "anxin/cli/command.h"
 #include "anxin/run/checkpoint.h"
 
-namespace anxin::cli {
+namespace anxin::cli::ckpt_cmd {
 namespace {
 
 ANXIN_REGISTER_COMMAND_GROUP(ckpt, "training checkpoints: list which verify, seal with a manifest");
@@ -68,4 +68,4 @@ ANXIN_REGISTER_SUBCOMMAND(ckpt, seal,
                           SetupSeal);
 
 }  // namespace
-}  // namespace anxin::cli
+}  // namespace anxin::cli::ckpt_cmd

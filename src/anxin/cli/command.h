@@ -1,7 +1,9 @@
 // The registry of `anxin` subcommands.
 //
-// Each subcommand lives in its own file, src/anxin/cli/NAME_cmd.cc, and
-// registers itself at start-up:
+// Each subcommand lives in its own file, src/anxin/cli/NAME_cmd.cc, keeps its
+// names in namespace anxin::cli::NAME_cmd (the command files compile together
+// in unity batches, where two files' Opts and Setup would meet), and registers
+// itself at start-up:
 //
 //   namespace {
 //   struct Opts { std::string scenario; bool watch = false; };

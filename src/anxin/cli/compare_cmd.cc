@@ -19,7 +19,7 @@
 #include "anxin/compare/compare_report.h"
 #include "anxin/compare/dump_compare.h"
 
-namespace anxin::cli {
+namespace anxin::cli::compare_cmd {
 namespace {
 
 namespace cmp = anxin::compare;
@@ -261,4 +261,4 @@ ANXIN_REGISTER_COMMAND(compare, "compare tensor dumps between two platforms (msp
                        Setup);
 
 }  // namespace
-}  // namespace anxin::cli
+}  // namespace anxin::cli::compare_cmd

@@ -11,7 +11,7 @@
 #include "anxin/base/global_config.h"
 #include "anxin/cli/command.h"
 
-namespace anxin::cli {
+namespace anxin::cli::config_cmd {
 namespace {
 
 CommandMain Setup(CLI::App& app) {
@@ -56,4 +56,4 @@ ANXIN_REGISTER_COMMAND(config, "show the effective global configuration and wher
                        Setup);
 
 }  // namespace
-}  // namespace anxin::cli
+}  // namespace anxin::cli::config_cmd

@@ -7,7 +7,7 @@
 #include "anxin/cli/version.h"
 #include "anxin/demo/demo.h"
 
-namespace anxin::cli {
+namespace anxin::cli::demo_cmd {
 namespace {
 
 int Run(const demo::DemoFlags& flags, const GlobalOptions& g) {
@@ -38,4 +38,4 @@ ANXIN_REGISTER_COMMAND(demo, "a short tour of anxin on a simulated node (8 NPUs 
                        Setup);
 
 }  // namespace
-}  // namespace anxin::cli
+}  // namespace anxin::cli::demo_cmd

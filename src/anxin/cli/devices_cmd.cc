@@ -18,7 +18,7 @@
 #include "anxin/device/table.h"
 #include "anxin/device/watch.h"
 
-namespace anxin::cli {
+namespace anxin::cli::devices_cmd {
 namespace {
 
 struct Options {
@@ -127,4 +127,4 @@ CommandMain Setup(CLI::App& app) {
 ANXIN_REGISTER_COMMAND(devices, "show the node's accelerators (like npu-smi info)", Setup);
 
 }  // namespace
-}  // namespace anxin::cli
+}  // namespace anxin::cli::devices_cmd

@@ -13,7 +13,7 @@
 #include "anxin/doctor/registry.h"
 #include "anxin/doctor/tools.h"
 
-namespace anxin::cli {
+namespace anxin::cli::doctor_cmd {
 namespace {
 
 struct Opts {
@@ -188,4 +188,4 @@ ANXIN_REGISTER_COMMAND(doctor, "host and fabric preflight: IRQs, NUMA, RoCE QoS,
                        Setup);
 
 }  // namespace
-}  // namespace anxin::cli
+}  // namespace anxin::cli::doctor_cmd

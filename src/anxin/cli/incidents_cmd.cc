@@ -10,7 +10,7 @@
 #include "anxin/run/journal.h"
 #include "anxin/run/options.h"
 
-namespace anxin::cli {
+namespace anxin::cli::incidents_cmd {
 namespace {
 
 struct Options {
@@ -56,4 +56,4 @@ CommandMain Setup(CLI::App& app) {
 ANXIN_REGISTER_COMMAND(incidents, "recoveries anxin run made, phase by phase", Setup);
 
 }  // namespace
-}  // namespace anxin::cli
+}  // namespace anxin::cli::incidents_cmd

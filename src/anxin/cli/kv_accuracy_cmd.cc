@@ -12,7 +12,7 @@
 #include "anxin/cli/flag_checks.h"
 #include "anxin/kv/kv_accuracy.h"
 
-namespace anxin::cli {
+namespace anxin::cli::kv_accuracy_cmd {
 namespace {
 
 namespace kv = anxin::kv;
@@ -67,4 +67,4 @@ ANXIN_REGISTER_SUBCOMMAND(kv, accuracy,
                           "attention accuracy of KV formats on dumped or synthetic K/V", Setup);
 
 }  // namespace
-}  // namespace anxin::cli
+}  // namespace anxin::cli::kv_accuracy_cmd

@@ -11,7 +11,7 @@
 #include "anxin/cli/flag_checks.h"
 #include "anxin/kv/kv_plan.h"
 
-namespace anxin::cli {
+namespace anxin::cli::kv_plan_cmd {
 namespace {
 
 namespace kv = anxin::kv;
@@ -76,4 +76,4 @@ ANXIN_REGISTER_SUBCOMMAND(kv, plan,
                           Setup);
 
 }  // namespace
-}  // namespace anxin::cli
+}  // namespace anxin::cli::kv_plan_cmd

@@ -18,7 +18,7 @@
 #include "anxin/mem/replay_report.h"
 #include "anxin/mem/trace.h"
 
-namespace anxin::cli {
+namespace anxin::cli::mem_cmd {
 namespace {
 
 namespace mem = anxin::mem;
@@ -182,4 +182,4 @@ CommandMain Setup(CLI::App& app) {
 ANXIN_REGISTER_COMMAND(mem, "device-memory allocator tools: replay traces, plan settings", Setup);
 
 }  // namespace
-}  // namespace anxin::cli
+}  // namespace anxin::cli::mem_cmd

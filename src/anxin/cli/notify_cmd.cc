@@ -14,7 +14,7 @@
 #include "anxin/notify/config.h"
 #include "anxin/notify/service.h"
 
-namespace anxin::cli {
+namespace anxin::cli::notify_cmd {
 namespace {
 
 struct Opts {
@@ -102,4 +102,4 @@ ANXIN_REGISTER_COMMAND(notify, "deliver Alertmanager alerts to Feishu/Lark bots,
                        Setup);
 
 }  // namespace
-}  // namespace anxin::cli
+}  // namespace anxin::cli::notify_cmd

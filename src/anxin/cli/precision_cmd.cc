@@ -11,7 +11,7 @@
 #include "anxin/cli/flag_checks.h"
 #include "anxin/kernels/precision.h"
 
-namespace anxin::cli {
+namespace anxin::cli::precision_cmd {
 namespace {
 
 ANXIN_REGISTER_COMMAND_GROUP(precision, "mixed-precision checks of training dumps");
@@ -51,4 +51,4 @@ ANXIN_REGISTER_SUBCOMMAND(precision, check,
                           Setup);
 
 }  // namespace
-}  // namespace anxin::cli
+}  // namespace anxin::cli::precision_cmd

@@ -8,7 +8,7 @@
 #include "anxin/coord/etcd_coordinator.h"
 #include "anxin/run/options.h"
 
-namespace anxin::cli {
+namespace anxin::cli::run_cmd {
 namespace {
 
 static_assert(run::kExitRestartStorm == kExitRestartStorm);
@@ -95,4 +95,4 @@ CommandMain Setup(CLI::App& app) {
 ANXIN_REGISTER_COMMAND(run, "run a training job and recover it from faults", Setup);
 
 }  // namespace
-}  // namespace anxin::cli
+}  // namespace anxin::cli::run_cmd

@@ -9,12 +9,12 @@
 #include <memory>
 
 #include "anxin/base/file.h"
+#include "anxin/base/stop_token.h"
 #include "anxin/cli/command.h"
 #include "anxin/cli/flag_checks.h"
-#include "anxin/base/stop_token.h"
 #include "anxin/serve/gate/gate.h"
 
-namespace anxin::cli {
+namespace anxin::cli::serve_gate_cmd {
 namespace {
 
 namespace gate = anxin::serve::gate;
@@ -105,4 +105,4 @@ ANXIN_REGISTER_SUBCOMMAND(serve, gate,
                           Setup);
 
 }  // namespace
-}  // namespace anxin::cli
+}  // namespace anxin::cli::serve_gate_cmd

@@ -10,12 +10,12 @@
 #include <memory>
 
 #include "anxin/base/file.h"
+#include "anxin/base/stop_token.h"
 #include "anxin/cli/command.h"
 #include "anxin/cli/flag_checks.h"
-#include "anxin/base/stop_token.h"
 #include "anxin/serve/sim/sim_options.h"
 
-namespace anxin::cli {
+namespace anxin::cli::serve_sim_cmd {
 namespace {
 
 namespace sim = anxin::serve::sim;
@@ -153,4 +153,4 @@ ANXIN_REGISTER_SUBCOMMAND(serve, sim,
                           Setup);
 
 }  // namespace
-}  // namespace anxin::cli
+}  // namespace anxin::cli::serve_sim_cmd

@@ -11,7 +11,7 @@
 #include "anxin/cli/flag_checks.h"
 #include "anxin/netsim/netsim.h"
 
-namespace anxin::cli {
+namespace anxin::cli::sim_net_cmd {
 namespace {
 
 ANXIN_REGISTER_COMMAND_GROUP(sim, "what-if simulators: the RoCE fabric under collectives");
@@ -50,4 +50,4 @@ ANXIN_REGISTER_SUBCOMMAND(sim, net,
                           Setup);
 
 }  // namespace
-}  // namespace anxin::cli
+}  // namespace anxin::cli::sim_net_cmd

@@ -5,7 +5,7 @@
 #include "anxin/cli/command.h"
 #include "anxin/cli/version.h"
 
-namespace anxin::cli {
+namespace anxin::cli::version_cmd {
 namespace {
 
 CommandMain Setup(CLI::App&) {
@@ -26,4 +26,4 @@ CommandMain Setup(CLI::App&) {
 ANXIN_REGISTER_COMMAND(version, "print the version and build information", Setup);
 
 }  // namespace
-}  // namespace anxin::cli
+}  // namespace anxin::cli::version_cmd
