@@ -14,35 +14,39 @@
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 
 #include "anxin/base/config.h"
 #include "anxin/netsim/netsim.h"
 #include "anxin/netsim/sim.h"
+
+namespace {
+
+// What `anxin sim net` prints for these options; its exit status.
+int PrintSimNet(anxin::netsim::SimNetOptions o) {
+  auto out = anxin::netsim::RunSimNet(o);
+  if (!out) {
+    std::fprintf(stderr, "error: %s\n", out.error().ToString().c_str());
+    return 2;
+  }
+  std::fputs(out->text.c_str(), stdout);
+  return out->status;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   if (argc >= 3 && std::string(argv[1]) == "text") {
     anxin::netsim::SimNetOptions o;
     for (int i = 2; i < argc; ++i) o.scenarios.push_back(argv[i]);
     o.compare = argc == 4;
-    auto out = anxin::netsim::RunSimNet(o);
-    if (!out) {
-      std::fprintf(stderr, "error: %s\n", out.error().ToString().c_str());
-      return 2;
-    }
-    std::fputs(out->text.c_str(), stdout);
-    return out->status;
+    return PrintSimNet(std::move(o));
   }
   if (argc == 2) {
     anxin::netsim::SimNetOptions o;
     o.scenarios = {argv[1]};
     o.json = true;
-    auto out = anxin::netsim::RunSimNet(o);
-    if (!out) {
-      std::fprintf(stderr, "error: %s\n", out.error().ToString().c_str());
-      return 2;
-    }
-    std::fputs(out->text.c_str(), stdout);
-    return out->status;
+    return PrintSimNet(std::move(o));
   }
   if (argc != 4) {
     std::fprintf(stderr, "usage: netsim_bench HOSTS BYTES TRAIN_PACKETS\n");

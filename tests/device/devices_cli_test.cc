@@ -4,13 +4,13 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <cctype>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "anxin/base/testing.h"
+#include "anxin/device/ascend/npu_smi_testing.h"
 
 namespace {
 
@@ -236,27 +236,10 @@ TEST(DevicesCliTest, AscendTableFromNpuSmi) {
 // The 16 x 910B2C capture cut to its first two NPUs the way a ticket shows
 // it: no "+===" rules between devices (or anywhere), the process table kept.
 std::string TwoNpusWithoutRules() {
-  const std::string text = ::anxin::testing::ReadTextFile(
-      ::anxin::testing::FixturePath("ascend/npu-smi-info-16x910B2C-busy.txt"));
-  std::string out;
-  std::istringstream in(text);
-  bool in_processes = false, drop_chip_row = false;
-  for (std::string line; std::getline(in, line);) {
-    if (line.starts_with("+===")) continue;
-    // Rows of NPUs 2..15: an NPU row, the Chip row after it, process rows.
-    if (line.find("Process id") != std::string::npos) in_processes = true;
-    const bool row = line.size() > 3 && line.starts_with("| ") && std::isdigit(line[2]);
-    if (row && drop_chip_row) {
-      drop_chip_row = false;
-      continue;
-    }
-    if (row && std::stoi(line.substr(2)) > 1) {
-      drop_chip_row = !in_processes;
-      continue;
-    }
-    out += line + "\n";
-  }
-  return out;
+  return ::anxin::device::ascend::testing::FirstNpus(
+      ::anxin::testing::ReadTextFile(
+          ::anxin::testing::FixturePath("ascend/npu-smi-info-16x910B2C-busy.txt")),
+      2, /*drop_device_rules=*/true);
 }
 
 int LineWith(const std::string& text, const std::string& needle) {

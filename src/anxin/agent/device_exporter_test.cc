@@ -6,7 +6,6 @@
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 
-#include <cctype>
 #include <functional>
 #include <optional>
 #include <sstream>
@@ -14,6 +13,7 @@
 
 #include "anxin/base/testing.h"
 #include "anxin/device/ascend/ascend_backend.h"
+#include "anxin/device/ascend/npu_smi_testing.h"
 #include "anxin/device/registry.h"
 
 namespace anxin::agent {
@@ -183,26 +183,10 @@ TEST(DeviceExporterTest, UnreportedValuesAndLostDevicesAreLeftOut) {
 
 // The `npu-smi info` capture of a 16 x 910B2C node cut to NPUs 0 and 1.
 std::string TwoNpuCapture() {
-  const std::string text = ::anxin::testing::ReadTextFile(
-      ::anxin::testing::FixturePath("ascend/npu-smi-info-16x910B2C-busy.txt"));
-  std::string out;
-  std::istringstream in(text);
-  bool in_processes = false, drop_chip_row = false;
-  for (std::string line; std::getline(in, line);) {
-    // Rows of NPUs 2..15: an NPU row, the Chip row after it, process rows.
-    if (line.find("Process id") != std::string::npos) in_processes = true;
-    const bool row = line.size() > 3 && line.starts_with("| ") && std::isdigit(line[2]);
-    if (row && drop_chip_row) {
-      drop_chip_row = false;
-      continue;
-    }
-    if (row && std::stoi(line.substr(2)) > 1) {
-      drop_chip_row = !in_processes;
-      continue;
-    }
-    out += line + "\n";
-  }
-  return out;
+  return ::anxin::device::ascend::testing::FirstNpus(
+      ::anxin::testing::ReadTextFile(
+          ::anxin::testing::FixturePath("ascend/npu-smi-info-16x910B2C-busy.txt")),
+      2, /*drop_device_rules=*/false);
 }
 
 std::string Replace(std::string text, std::string_view from, std::string_view to) {

@@ -76,24 +76,13 @@ Result<bool> LineReader::NextAcrossBlocks(std::string_view& line) {
     const size_t searched = end_ - pos_;
     if (eof_) {
       if (searched == 0) return false;
-      if (searched > max_line_bytes_) return TooLong();
-      line = Cut(pos_, end_);
-      pos_ = end_;
-      ++line_number_;
-      return true;
+      return Take(end_, end_, line);
     }
     ANXIN_TRY(Fill());
     const size_t from = pos_ + searched;
     if (from < end_) {
       const void* nl = std::memchr(data_ + from, '\n', end_ - from);
-      if (nl != nullptr) {
-        size_t at = static_cast<size_t>(static_cast<const char*>(nl) - data_);
-        if (at - pos_ > max_line_bytes_) return TooLong();
-        line = Cut(pos_, at);
-        pos_ = at + 1;
-        ++line_number_;
-        return true;
-      }
+      if (nl != nullptr) return TakeThrough(static_cast<const char*>(nl) - data_, line);
     }
   }
 }

@@ -62,14 +62,7 @@ class LineReader {
   Result<bool> Next(std::string_view& line) {
     if (pos_ < end_) {
       const void* nl = std::memchr(data_ + pos_, '\n', end_ - pos_);
-      if (nl != nullptr) {
-        size_t at = static_cast<size_t>(static_cast<const char*>(nl) - data_);
-        if (at - pos_ > max_line_bytes_) return TooLong();
-        line = Cut(pos_, at);
-        pos_ = at + 1;
-        ++line_number_;
-        return true;
-      }
+      if (nl != nullptr) return TakeThrough(static_cast<const char*>(nl) - data_, line);
     }
     return NextAcrossBlocks(line);
   }
@@ -82,6 +75,19 @@ class LineReader {
   std::string_view Cut(size_t begin, size_t end) const {
     if (end > begin && data_[end - 1] == '\r') --end;
     return std::string_view(data_ + begin, end - begin);
+  }
+  // The line in [pos_, end) into `line`, reading on at `next`.
+  Result<bool> Take(size_t end, size_t next, std::string_view& line) {
+    if (end - pos_ > max_line_bytes_) return TooLong();
+    line = Cut(pos_, end);
+    pos_ = next;
+    ++line_number_;
+    return true;
+  }
+  // The line that ends at the '\n' at `newline`.
+  Result<bool> TakeThrough(std::ptrdiff_t newline, std::string_view& line) {
+    const size_t at = static_cast<size_t>(newline);
+    return Take(at, at + 1, line);
   }
   Result<bool> NextAcrossBlocks(std::string_view& line);
   // The error for the line after line_number_.

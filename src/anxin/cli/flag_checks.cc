@@ -56,6 +56,18 @@ CLI::Validator RangeValidator(FlagRange r) {
   return v;
 }
 
+// The first of the option's validators whose name starts with `prefix`.
+const CLI::Validator* ValidatorNamed(CLI::Option& option, std::string_view prefix) {
+  for (int i = 0;; ++i) {
+    try {
+      const CLI::Validator* v = option.get_validator(i);
+      if (v->get_name().starts_with(prefix)) return v;
+    } catch (const CLI::OptionNotFound&) {
+      return nullptr;
+    }
+  }
+}
+
 }  // namespace
 
 CLI::Validator InRange(double min, double max) { return RangeValidator({min, max, false}); }
@@ -103,39 +115,22 @@ CLI::Validator ExistingDirectory() {
 }
 
 std::optional<FlagRange> DeclaredRange(CLI::Option& option) {
-  for (int i = 0;; ++i) {
-    CLI::Validator* v = nullptr;
-    try {
-      v = option.get_validator(i);
-    } catch (const CLI::OptionNotFound&) {
-      return std::nullopt;
-    }
-    const std::string& name = v->get_name();
-    if (!name.starts_with(kRangePrefix)) continue;
-    FlagRange r;
-    int exclusive = 0;
-    if (std::sscanf(name.c_str() + kRangePrefix.size(), "%lf %lf %d", &r.min, &r.max, &exclusive) !=
-        3) {
-      return std::nullopt;
-    }
-    r.min_exclusive = exclusive != 0;
-    return r;
+  const CLI::Validator* v = ValidatorNamed(option, kRangePrefix);
+  if (v == nullptr) return std::nullopt;
+  FlagRange r;
+  int exclusive = 0;
+  if (std::sscanf(v->get_name().c_str() + kRangePrefix.size(), "%lf %lf %d", &r.min, &r.max,
+                  &exclusive) != 3) {
+    return std::nullopt;
   }
+  r.min_exclusive = exclusive != 0;
+  return r;
 }
 
 std::optional<uint64_t> DeclaredMinBytes(CLI::Option& option) {
-  for (int i = 0;; ++i) {
-    CLI::Validator* v = nullptr;
-    try {
-      v = option.get_validator(i);
-    } catch (const CLI::OptionNotFound&) {
-      return std::nullopt;
-    }
-    const std::string& name = v->get_name();
-    if (name.starts_with(kBytesPrefix)) {
-      return std::strtoull(name.c_str() + kBytesPrefix.size(), nullptr, 10);
-    }
-  }
+  const CLI::Validator* v = ValidatorNamed(option, kBytesPrefix);
+  if (v == nullptr) return std::nullopt;
+  return std::strtoull(v->get_name().c_str() + kBytesPrefix.size(), nullptr, 10);
 }
 
 bool TakesNumber(const CLI::Option& option) {

@@ -121,6 +121,9 @@ class Loop {
   void Fail(Conn* c, std::string kind, std::string detail);
   void Finish(Conn* c, bool reuse);
   void CloseConn(Conn* c);
+  // The kept-alive connection died before the request's first byte came
+  // back: closes it and sends the request once more on a fresh one.
+  void RetryOnNewConnection(Conn* c);
   void StartNext();
   // Stops sending and ends every open request as cancelled.
   void Cancel();
@@ -305,6 +308,14 @@ void Loop::Send(int64_t rec, int attempts) {
   if (c->state == Conn::State::kWriting) TryWrite(c);
 }
 
+void Loop::RetryOnNewConnection(Conn* c) {
+  int64_t rec = c->active->rec;
+  c->active.reset();
+  CloseConn(c);
+  ++stats_.retries;
+  Send(rec, 1);
+}
+
 void Loop::TryWrite(Conn* c) {
   while (c->out_off < c->out.size()) {
     ssize_t n = ::send(c->fd, c->out.data() + c->out_off, c->out.size() - c->out_off, MSG_NOSIGNAL);
@@ -313,11 +324,7 @@ void Loop::TryWrite(Conn* c) {
       if (errno == EINTR) continue;
       if (c->reused && c->active && c->active->attempts == 0) {
         // The server closed the kept-alive connection before we used it.
-        int64_t rec = c->active->rec;
-        c->active.reset();
-        CloseConn(c);
-        ++stats_.retries;
-        Send(rec, 1);
+        RetryOnNewConnection(c);
         return;
       }
       Fail(c, "dropped", fmt::format("sending the request: {}", std::strerror(errno)));
@@ -343,11 +350,7 @@ void Loop::TryRead(Conn* c) {
         return;
       }
       if (c->reused && !c->got_bytes && c->active->attempts == 0) {
-        int64_t rec = c->active->rec;
-        c->active.reset();
-        CloseConn(c);
-        ++stats_.retries;
-        Send(rec, 1);
+        RetryOnNewConnection(c);
         return;
       }
       Fail(c, "dropped", fmt::format("reading the response: {}", std::strerror(errno)));
@@ -361,11 +364,7 @@ void Loop::TryRead(Conn* c) {
     }
     if (n == 0) {
       if (c->reused && !c->got_bytes && c->active->attempts == 0) {
-        int64_t rec = c->active->rec;
-        c->active.reset();
-        CloseConn(c);
-        ++stats_.retries;
-        Send(rec, 1);
+        RetryOnNewConnection(c);
         return;
       }
       if (auto s = c->parser.Finish(); !s) {

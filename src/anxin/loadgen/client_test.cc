@@ -50,6 +50,22 @@ LoadOptions Options(const ScriptedServer& server, int64_t concurrency) {
   return o;
 }
 
+// Every request gets its head and one token, then nothing.
+Script OneTokenThenHang(const ScriptedRequest&) {
+  Script s;
+  s.steps.push_back({0, SseHead() + HttpChunk(CompletionChunk("x"))});
+  s.end = Script::End::kHang;
+  return s;
+}
+
+// Four streams, a 60 s deadline no test waits for, and `stop` to end them.
+LoadOptions StoppableOptions(const ScriptedServer& server, const std::stop_source& stop) {
+  LoadOptions o = Options(server, 4);
+  o.timeout_s = 60;
+  o.stop = stop.get_token();
+  return o;
+}
+
 // Which case a request is: the N in the prompt "case:N".
 int CaseOf(const ScriptedRequest& req) {
   size_t at = req.body.find("case:");
@@ -311,16 +327,9 @@ TEST(Client, StopEndsOpenRequestsAsCancelled) {
   // The server never finishes; the stop flag (set here once four streams
   // are open, as a signal handler would) ends the run without waiting for
   // the 60 s timeout.
-  ScriptedServer server([](const ScriptedRequest&) {
-    Script s;
-    s.steps.push_back({0, SseHead() + HttpChunk(CompletionChunk("x"))});
-    s.end = Script::End::kHang;
-    return s;
-  });
+  ScriptedServer server(OneTokenThenHang);
   std::stop_source stop;
-  LoadOptions o = Options(server, 4);
-  o.timeout_s = 60;
-  o.stop = stop.get_token();
+  LoadOptions o = StoppableOptions(server, stop);
   o.progress_interval_s = 0.01;
   o.progress = [&](const Progress& p) {
     if (p.open == 4) stop.request_stop();
@@ -336,16 +345,9 @@ TEST(Client, AStopFromAnotherThreadWakesASleepingLoop) {
   // No progress callback and a 60 s deadline: the loop sleeps in epoll until
   // the stop (requested by another thread, as the signal watcher of
   // StopOnSignals does) wakes it.
-  ScriptedServer server([](const ScriptedRequest&) {
-    Script s;
-    s.steps.push_back({0, SseHead() + HttpChunk(CompletionChunk("x"))});
-    s.end = Script::End::kHang;
-    return s;
-  });
+  ScriptedServer server(OneTokenThenHang);
   std::stop_source stop;
-  LoadOptions o = Options(server, 4);
-  o.timeout_s = 60;
-  o.stop = stop.get_token();
+  LoadOptions o = StoppableOptions(server, stop);
   std::jthread stopper([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
     stop.request_stop();

@@ -12,6 +12,7 @@
 
 #include "anxin/base/strings.h"
 #include "anxin/device/ascend/npu_smi.h"
+#include "anxin/device/ascend/npu_smi_testing.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view text(reinterpret_cast<const char*>(data), size);
@@ -19,15 +20,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!r) return 0;
   int lines = 0;
   for (std::string_view line : anxin::SplitLines(text)) {
-    size_t colon = line.find(':');
-    if (colon == std::string_view::npos) continue;
-    std::string key;
-    for (std::string_view w : anxin::SplitWords(line.substr(0, colon))) {
-      key += (key.empty() ? "" : " ") + anxin::ToLower(w);
-    }
-    if (key != "link status") continue;
+    auto kv = anxin::device::ascend::testing::SplitKeyValue(line);
+    if (!kv) continue;
+    if (kv->key != "link status") continue;
     ++lines;
-    std::string value = anxin::ToLower(anxin::Trim(line.substr(colon + 1)));
+    std::string value = anxin::ToLower(kv->value);
     if (value != (*r ? "up" : "down")) {
       std::fprintf(stderr, "read %s, but a line says '%s'\n", *r ? "UP" : "DOWN", value.c_str());
       std::abort();

@@ -12,20 +12,17 @@
 
 #include "anxin/base/strings.h"
 #include "anxin/device/ascend/npu_smi.h"
+#include "anxin/device/ascend/npu_smi_testing.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view text(reinterpret_cast<const char*>(data), size);
   auto r = anxin::device::ascend::ParseNpuSmiHealth(text);
   if (!r) return 0;
   for (std::string_view line : anxin::SplitLines(text)) {
-    size_t colon = line.find(':');
-    if (colon == std::string_view::npos) continue;
-    std::string key;
-    for (std::string_view w : anxin::SplitWords(line.substr(0, colon))) {
-      key += (key.empty() ? "" : " ") + anxin::ToLower(w);
-    }
-    if (key != "health status") continue;
-    std::string_view value = anxin::Trim(line.substr(colon + 1));
+    auto kv = anxin::device::ascend::testing::SplitKeyValue(line);
+    if (!kv) continue;
+    if (kv->key != "health status") continue;
+    std::string_view value = kv->value;
     if (value != r->health) {
       std::fprintf(stderr, "read health '%s', but a line says '%.*s'\n", r->health.c_str(),
                    static_cast<int>(value.size()), value.data());

@@ -264,4 +264,39 @@ std::string FromOneBlock(std::string_view text, const NpuSmiInfo& info) {
   return "";
 }
 
+std::string FirstNpus(std::string_view text, int npus, bool drop_device_rules) {
+  std::string out;
+  bool in_processes = false, drop_chip_row = false;
+  for (std::string_view line : SplitLines(text)) {
+    if (drop_device_rules && line.starts_with("+===")) continue;
+    if (line.find("Process id") != std::string_view::npos) in_processes = true;
+    // A device table row: an NPU row and the Chip row after it, or a process row.
+    const bool row = line.size() > 3 && line.starts_with("| ") &&
+                     std::isdigit(static_cast<unsigned char>(line[2]));
+    if (row && drop_chip_row) {
+      drop_chip_row = false;
+      continue;
+    }
+    if (row && ParseInt(SplitWords(line.substr(2)).front()).value_or(0) >= npus) {
+      drop_chip_row = !in_processes;
+      continue;
+    }
+    out.append(line);
+    out += '\n';
+  }
+  return out;
+}
+
+std::optional<KeyValueLine> SplitKeyValue(std::string_view line) {
+  const size_t colon = line.find(':');
+  if (colon == std::string_view::npos) return std::nullopt;
+  KeyValueLine kv;
+  for (std::string_view w : SplitWords(line.substr(0, colon))) {
+    if (!kv.key.empty()) kv.key += ' ';
+    kv.key += ToLower(w);
+  }
+  kv.value = Trim(line.substr(colon + 1));
+  return kv;
+}
+
 }  // namespace anxin::device::ascend::testing

@@ -15,6 +15,7 @@
 #ifndef ANXIN_DEVICE_ASCEND_NPU_SMI_TESTING_H_
 #define ANXIN_DEVICE_ASCEND_NPU_SMI_TESTING_H_
 
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -51,6 +52,21 @@ std::string RenderTaggedTable(const TableShape& shape);
 // between them), and those two rows alone, under the table's header rows,
 // read as exactly that chip. Otherwise what is wrong, naming the chip.
 std::string FromOneBlock(std::string_view text, const NpuSmiInfo& info);
+
+// A real `npu-smi info` capture (one chip per NPU) cut to NPUs 0..npus-1:
+// the NPU and Chip rows of the others and their process rows dropped; with
+// drop_device_rules, the "+===" rules as well, as a ticket often shows them.
+std::string FirstNpus(std::string_view text, int npus, bool drop_device_rules);
+
+// A "Key Words : value" line of `npu-smi info -t ...` or hccn_tool output,
+// read apart from the parsers (the fuzzers' independent scan): the words
+// before the first ':' lowercased and joined by one space, and the trimmed
+// text after it. nullopt for a line without ':'.
+struct KeyValueLine {
+  std::string key;
+  std::string_view value;
+};
+std::optional<KeyValueLine> SplitKeyValue(std::string_view line);
 
 // "" when the fields of a and b (lines aside) are equal, else the first that
 // differs.
