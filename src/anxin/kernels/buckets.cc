@@ -299,21 +299,13 @@ class JsonLengthScanner {
       *count = 0;
       return true;
     }
-    for (;;) {
+    for (bool closed = false; !closed;) {
       if (!Value(depth + 1)) return false;
       ++n;
-      SkipSpace();
-      if (p_ == end_) return false;
-      if (*p_ == ',') {
-        ++p_;
-        SkipSpace();
-        continue;
-      }
-      if (*p_ != ']') return false;
-      ++p_;
-      *count = n;
-      return true;
+      if (!AfterElement(']', &closed)) return false;
     }
+    *count = n;
+    return true;
   }
 
   // At '{' below the top level: past the '}'.
@@ -332,17 +324,26 @@ class JsonLengthScanner {
       ++p_;
       SkipSpace();
       if (!Value(depth + 1)) return false;
-      SkipSpace();
-      if (p_ == end_) return false;
-      if (*p_ == ',') {
-        ++p_;
-        SkipSpace();
-        continue;
-      }
-      if (*p_ != '}') return false;
+      bool closed = false;
+      if (!AfterElement('}', &closed)) return false;
+      if (closed) return true;
+    }
+  }
+
+  // After an element of an array or object: past a ',' (and the space after
+  // it), or past `close` with *closed set; false on anything else.
+  bool AfterElement(char close, bool* closed) {
+    SkipSpace();
+    if (p_ == end_) return false;
+    if (*p_ == ',') {
       ++p_;
+      SkipSpace();
       return true;
     }
+    if (*p_ != close) return false;
+    ++p_;
+    *closed = true;
+    return true;
   }
 
   // Any value, skipped; at its first character.

@@ -132,6 +132,19 @@ WireStatus FindHeadEnd(std::string_view in, size_t max_bytes, size_t* end) {
   return WireStatus::kOk;
 }
 
+// The first line of a head that FindHeadEnd found to end at `end`, and the
+// header lines after it.
+struct HeadText {
+  std::string_view first_line;
+  std::string_view header_lines;
+};
+HeadText SplitHead(std::string_view in, size_t end) {
+  std::string_view block = in.substr(0, end - 2);
+  size_t eol = block.find("\r\n");
+  if (eol == std::string_view::npos) return {block, {}};
+  return {block.substr(0, eol), block.substr(eol + 2)};
+}
+
 }  // namespace
 
 std::optional<std::string_view> RequestHead::Find(std::string_view name) const {
@@ -156,9 +169,8 @@ WireStatus ParseRequestHead(std::string_view in, size_t max_bytes, RequestHead* 
   if (s != WireStatus::kOk) return s;
   *head = RequestHead{};
   *used = skip + end;
-  std::string_view block = in.substr(0, end - 2);
-  size_t eol = block.find("\r\n");
-  std::string_view line = block.substr(0, eol);
+  const HeadText text = SplitHead(in, end);
+  std::string_view line = text.first_line;
   size_t sp1 = line.find(' ');
   size_t sp2 = sp1 == std::string_view::npos ? sp1 : line.find(' ', sp1 + 1);
   if (sp2 == std::string_view::npos || line.find(' ', sp2 + 1) != std::string_view::npos) {
@@ -184,8 +196,7 @@ WireStatus ParseRequestHead(std::string_view in, size_t max_bytes, RequestHead* 
   head->method = std::string(method);
   head->target = std::string(target);
   head->path = std::string(target.substr(0, target.find('?')));
-  if (!ParseHeaders(eol == std::string_view::npos ? "" : block.substr(eol + 2), &head->headers,
-                    &head->error)) {
+  if (!ParseHeaders(text.header_lines, &head->headers, &head->error)) {
     return WireStatus::kBad;
   }
   std::optional<uint64_t> length;
@@ -202,9 +213,8 @@ WireStatus ParseResponseHead(std::string_view in, size_t max_bytes, ResponseHead
   if (s != WireStatus::kOk) return s;
   *head = ResponseHead{};
   *used = end;
-  std::string_view block = in.substr(0, end - 2);
-  size_t eol = block.find("\r\n");
-  std::string_view line = block.substr(0, eol);
+  const HeadText text = SplitHead(in, end);
+  std::string_view line = text.first_line;
   if (line.size() < 12 || !ParseVersion(line.substr(0, 8), &head->minor_version) ||
       line[8] != ' ' || (line.size() > 12 && line[12] != ' ')) {
     head->error = "malformed status line";
@@ -217,8 +227,7 @@ WireStatus ParseResponseHead(std::string_view in, size_t max_bytes, ResponseHead
     return WireStatus::kBad;
   }
   head->status = status;
-  if (!ParseHeaders(eol == std::string_view::npos ? "" : block.substr(eol + 2), &head->headers,
-                    &head->error)) {
+  if (!ParseHeaders(text.header_lines, &head->headers, &head->error)) {
     return WireStatus::kBad;
   }
   if (!Framing(head->headers, &head->chunked, &head->content_length, &head->error)) {
