@@ -33,21 +33,21 @@ void anxin_free(void* ptr, ssize_t size, int device, void* stream);
 int anxin_empty_cache(int device);
 
 typedef struct anxin_alloc_stats {
-  uint64_t reserved_bytes;       /* physical memory held */
-  uint64_t allocated_bytes;      /* in blocks handed out */
-  uint64_t requested_bytes;      /* as asked */
-  uint64_t cached_bytes;         /* freed blocks kept for reuse */
-  uint64_t largest_free_block;   /* largest request servable without new memory */
+  uint64_t reserved_bytes;     /* physical memory held */
+  uint64_t allocated_bytes;    /* in blocks handed out */
+  uint64_t requested_bytes;    /* as asked */
+  uint64_t cached_bytes;       /* freed blocks kept for reuse */
+  uint64_t largest_free_block; /* largest request servable without new memory */
   uint64_t pool_limit_bytes;
   uint64_t peak_reserved_bytes;
   uint64_t peak_allocated_bytes;
-  double fragmentation;          /* 1 - largest_free_block / (reserved - allocated) */
+  double fragmentation; /* 1 - largest_free_block / (reserved - allocated) */
   uint64_t allocs, frees;
   uint64_t device_allocs, device_frees;
   uint64_t maps, unmaps;
-  uint64_t retries;              /* allocations that succeeded after reclaiming */
+  uint64_t retries; /* allocations that succeeded after reclaiming */
   uint64_t ooms;
-  uint64_t expansions;           /* allocations that grew beyond the pool */
+  uint64_t expansions; /* allocations that grew beyond the pool */
 } anxin_alloc_stats;
 
 /* Fills *out for `device`. 0 on success; -1 when the device has no allocator

@@ -82,9 +82,9 @@ TEST_F(CliTest, UnknownDeviceBackendIsAUsageErrorNamingWhereItCameFrom) {
   std::string cfg = Write("anxin.yaml", "device:\n  backend: rocm\n");
   auto file = Anxin({"--config", cfg, "config"});
   EXPECT_EQ(file.exit_code, 2);
-  EXPECT_THAT(file.stderr_text,
-              StartsWith("error: " + cfg + ":2:12: device.backend: unknown device backend 'rocm': "
-                         "this build has "));
+  EXPECT_THAT(file.stderr_text, StartsWith("error: " + cfg +
+                                           ":2:12: device.backend: unknown device backend 'rocm': "
+                                           "this build has "));
   EXPECT_THAT(file.stderr_text, HasSubstr("sim"));
   auto env = Anxin({"config"}, {"ANXIN_DEVICE_BACKEND=rocm"});
   EXPECT_EQ(env.exit_code, 2);

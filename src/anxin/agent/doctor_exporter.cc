@@ -6,9 +6,9 @@
 #include <string_view>
 #include <vector>
 
+#include "anxin/doctor/check_report.h"
 #include "anxin/doctor/facts.h"
 #include "anxin/doctor/registry.h"
-#include "anxin/doctor/check_report.h"
 #include "anxin/doctor/tools.h"
 #include "anxin/host/root_fs.h"
 

@@ -7,18 +7,30 @@ namespace anxin {
 
 std::string_view ErrorCodeName(ErrorCode code) {
   switch (code) {
-    case ErrorCode::kInvalidArgument: return "invalid argument";
-    case ErrorCode::kNotFound: return "not found";
-    case ErrorCode::kDataLoss: return "data loss";
-    case ErrorCode::kFailedPrecondition: return "failed precondition";
-    case ErrorCode::kUnavailable: return "unavailable";
-    case ErrorCode::kDeadlineExceeded: return "deadline exceeded";
-    case ErrorCode::kResourceExhausted: return "resource exhausted";
-    case ErrorCode::kPermissionDenied: return "permission denied";
-    case ErrorCode::kUnimplemented: return "unimplemented";
-    case ErrorCode::kAborted: return "aborted";
-    case ErrorCode::kCancelled: return "cancelled";
-    case ErrorCode::kInternal: return "internal";
+    case ErrorCode::kInvalidArgument:
+      return "invalid argument";
+    case ErrorCode::kNotFound:
+      return "not found";
+    case ErrorCode::kDataLoss:
+      return "data loss";
+    case ErrorCode::kFailedPrecondition:
+      return "failed precondition";
+    case ErrorCode::kUnavailable:
+      return "unavailable";
+    case ErrorCode::kDeadlineExceeded:
+      return "deadline exceeded";
+    case ErrorCode::kResourceExhausted:
+      return "resource exhausted";
+    case ErrorCode::kPermissionDenied:
+      return "permission denied";
+    case ErrorCode::kUnimplemented:
+      return "unimplemented";
+    case ErrorCode::kAborted:
+      return "aborted";
+    case ErrorCode::kCancelled:
+      return "cancelled";
+    case ErrorCode::kInternal:
+      return "internal";
   }
   return "unknown";
 }

@@ -106,8 +106,8 @@ Status SetDeviceBackend(GlobalConfig& config, std::string_view value, std::strin
         if (i > 0) list += (i + 1 == names.size()) ? " or " : ", ";
         list += names[i];
       }
-      return Problem(origin, fmt::format("unknown device backend '{}': this build has {}", value,
-                                         list));
+      return Problem(origin,
+                     fmt::format("unknown device backend '{}': this build has {}", value, list));
     }
   }
   config.device.backend = value;

@@ -73,9 +73,11 @@ TEST(GlobalConfigTest, FileErrorsNamePositionAndKey) {
   EXPECT_THAT(ParseGlobalConfig("log:\n  levle: info\n", "g.yaml"),
               HasCode(ErrorCode::kInvalidArgument,
                       "g.yaml:2:3: log: unknown key 'levle' (known: level, format)"));
-  EXPECT_THAT(ParseGlobalConfig("devices: {}\n", "g.yaml"),
-              HasCode(ErrorCode::kInvalidArgument,
-                      "g.yaml:1:1: unknown key 'devices' (known: log, device, compare, agent, run, notify)"));
+  EXPECT_THAT(
+      ParseGlobalConfig("devices: {}\n", "g.yaml"),
+      HasCode(
+          ErrorCode::kInvalidArgument,
+          "g.yaml:1:1: unknown key 'devices' (known: log, device, compare, agent, run, notify)"));
   EXPECT_THAT(ParseGlobalConfig("device:\n  backend: [sim]\n", "g.yaml"),
               HasCode(ErrorCode::kInvalidArgument,
                       "g.yaml:2:12: device.backend: expected a string, got a list"));

@@ -16,8 +16,8 @@
 
 #include <string>
 
-#include "anxin/comm/result_diff.h"
 #include "anxin/comm/model.h"
+#include "anxin/comm/result_diff.h"
 
 namespace anxin::comm {
 

@@ -5,8 +5,8 @@
 #include <gtest/gtest.h>
 
 #include "anxin/base/testing.h"
-#include "anxin/comm/result_diff.h"
 #include "anxin/comm/format.h"
+#include "anxin/comm/result_diff.h"
 
 namespace anxin::comm {
 namespace {

@@ -12,8 +12,8 @@
 #include <nlohmann/json.hpp>
 
 #include "anxin/base/testing.h"
-#include "anxin/compare/dump_compare.h"
 #include "anxin/compare/dump.h"
+#include "anxin/compare/dump_compare.h"
 #include "anxin/compare/npy.h"
 #include "anxin/compare/npz.h"
 #include "anxin/compare/safetensors.h"

@@ -30,8 +30,8 @@
 #include "anxin/base/config.h"
 #include "anxin/base/error.h"
 #include "anxin/compare/dtype.h"
-#include "anxin/compare/tensor_metrics.h"
 #include "anxin/compare/tensor.h"
+#include "anxin/compare/tensor_metrics.h"
 
 namespace anxin::compare {
 

@@ -23,11 +23,11 @@
 #include <vector>
 
 #include "anxin/base/error.h"
+#include "anxin/doctor/check_report.h"
 #include "anxin/doctor/facts.h"
 #include "anxin/doctor/finding.h"
 #include "anxin/doctor/process_runner.h"
 #include "anxin/doctor/registry.h"
-#include "anxin/doctor/check_report.h"
 #include "anxin/doctor/tools.h"
 #include "anxin/host/root_fs.h"
 

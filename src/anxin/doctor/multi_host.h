@@ -22,8 +22,8 @@
 #include <vector>
 
 #include "anxin/base/error.h"
-#include "anxin/doctor/process_runner.h"
 #include "anxin/doctor/check_report.h"
+#include "anxin/doctor/process_runner.h"
 
 namespace anxin::doctor {
 

@@ -918,16 +918,16 @@ Status Allocator::CheckInvariants() const {
   for (const auto& p : s.pool_storage) {
     for (const Block* b : p->free) {
       if (b->state != BlockState::kFree) {
-        return Internal(fmt::format("block {:#x}+{} is in use but in the free index", b->addr,
-                                    b->size));
+        return Internal(
+            fmt::format("block {:#x}+{} is in use but in the free index", b->addr, b->size));
       }
       indexed += b->size;
       ++indexed_blocks;
     }
   }
   if (indexed != free_in_index || indexed_blocks != free_blocks) {
-    return Internal(fmt::format("free index holds {} bytes in {} blocks, regions {} in {}",
-                                indexed, indexed_blocks, free_in_index, free_blocks));
+    return Internal(fmt::format("free index holds {} bytes in {} blocks, regions {} in {}", indexed,
+                                indexed_blocks, free_in_index, free_blocks));
   }
   return Ok();
 }

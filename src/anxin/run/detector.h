@@ -28,8 +28,8 @@
 
 #include "anxin/base/clock.h"
 #include "anxin/base/config.h"
-#include "anxin/base/monotonic_clock.h"
 #include "anxin/base/error.h"
+#include "anxin/base/monotonic_clock.h"
 #include "anxin/base/subprocess.h"
 #include "anxin/device/backend.h"
 #include "anxin/run/fault.h"

@@ -53,8 +53,8 @@ void ReportToAgent(anxin::comm::Runner& runner, const anxin::comm::BenchOptions&
   anxin_sdk_set_identity(job && *job ? job : "anxin-bench-comm", rank, ranks);
   const std::string algo = o.algo;
   runner.on_collective = [algo](const anxin::comm::CollectiveRecord& r) {
-    anxin_collective(SdkOp(r.op), r.bytes, static_cast<uint64_t>(r.duration_us * 1e3),
-                     algo.c_str(), r.ranks);
+    anxin_collective(SdkOp(r.op), r.bytes, static_cast<uint64_t>(r.duration_us * 1e3), algo.c_str(),
+                     r.ranks);
   };
 }
 
