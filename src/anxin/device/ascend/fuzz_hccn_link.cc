@@ -21,8 +21,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   int lines = 0;
   for (std::string_view line : anxin::SplitLines(text)) {
     auto kv = anxin::device::ascend::testing::SplitKeyValue(line);
-    if (!kv) continue;
-    if (kv->key != "link status") continue;
+    if (!kv || kv->key != "link status") continue;
     ++lines;
     std::string value = anxin::ToLower(kv->value);
     if (value != (*r ? "up" : "down")) {

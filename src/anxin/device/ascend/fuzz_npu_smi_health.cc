@@ -20,8 +20,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!r) return 0;
   for (std::string_view line : anxin::SplitLines(text)) {
     auto kv = anxin::device::ascend::testing::SplitKeyValue(line);
-    if (!kv) continue;
-    if (kv->key != "health status") continue;
+    if (!kv || kv->key != "health status") continue;
     std::string_view value = kv->value;
     if (value != r->health) {
       std::fprintf(stderr, "read health '%s', but a line says '%.*s'\n", r->health.c_str(),
