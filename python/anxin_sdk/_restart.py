@@ -111,6 +111,7 @@ class _Control:
         self.sock.connect(("\0" + name) if address.startswith("@") else name)
         self.token = token
         self.lock = threading.Lock()
+        self.send_lock = threading.Lock()
         self.cv = threading.Condition(self.lock)
         self.abort_generation = None  # set while an abort is pending
         self.rejoin = None
@@ -118,16 +119,19 @@ class _Control:
         self.group_fds = []
         self.master_port = 0
         self.armed = False  # train() runs in the main thread
+        self.raised = False  # the handler raised RankAborted for this abort
+        self.idle = False  # between generations: no group, waiting for rejoin
         self.send({"hello": {"token": token, "pid": os.getpid()}})
         self.thread = threading.Thread(target=self._read, name="anxin-control", daemon=True)
         self.thread.start()
 
     def send(self, msg):
         data = (json.dumps(msg) + "\n").encode()
-        try:
-            self.sock.sendall(data)
-        except OSError:
-            pass
+        with self.send_lock:
+            try:
+                self.sock.sendall(data)
+            except OSError:
+                pass
 
     def _read(self):
         buf = b""
@@ -157,7 +161,11 @@ class _Control:
             with self.cv:
                 self.abort_generation = gen
                 fds, port, armed = list(self.group_fds), self.master_port, self.armed
+                idle = self.idle
                 self.cv.notify_all()
+            if idle:  # a fault during the restart: nothing to abort here
+                self.send({"aborted": {"generation": gen}})
+                return
             _shutdown_group_sockets(fds, port)
             if armed:
                 signal.pthread_kill(threading.main_thread().ident, _ABORT_SIGNAL)
@@ -172,6 +180,8 @@ class _Control:
                 self.cv.wait()
             r, self.rejoin = self.rejoin, None
             self.abort_generation = None
+            self.raised = False
+            self.idle = False
             return r
 
     def wait_abort(self, seconds):
@@ -195,7 +205,8 @@ _control = None
 
 def _on_abort_signal(_signum, _frame):
     c = _control
-    if c is not None and c.armed and c.abort_generation is not None:
+    if c is not None and c.armed and c.abort_generation is not None and not c.raised:
+        c.raised = True
         raise RankAborted("aborted by the supervisor (generation %d)" % c.abort_generation)
 
 
@@ -258,28 +269,39 @@ def run(train, backend="gloo", timeout_seconds=1800, fault_wait_seconds=5.0):
             ctl.armed = in_main
             pending = ctl.abort_generation is not None
         ctx = Context(dict(os.environ), checkpoint, step, generation, restarts, restarts > 0)
+        # The abort signal's handler raises RankAborted at most once per
+        # abort and only while armed; it may do so anywhere in train() or in
+        # the first lines of the handling below, hence the two levels.
+        outcome = None
         try:
-            if pending:
-                raise RankAborted("aborted before train() began")
-            result = train(ctx)
-            with ctl.cv:
+            try:
+                if pending:
+                    raise RankAborted("aborted before train() began")
+                result = train(ctx)
                 ctl.armed = False
+                outcome = (True, result)
+            except BaseException as e:  # noqa: B902 -- the abort is a BaseException on purpose
+                ctl.armed = False
+                outcome = (False, e)
+        except RankAborted as e:
+            ctl.armed = False
+            if outcome is None:
+                outcome = (False, e)
+        ok, value = outcome
+        if ok:
             dist.destroy_process_group()
-            return result
-        except BaseException as e:  # noqa: B902 -- the abort is a BaseException on purpose
-            with ctl.cv:
-                ctl.armed = False
-            if not isinstance(e, RankAborted):
-                if isinstance(e, (KeyboardInterrupt, SystemExit)):
-                    raise
-                # A collective that failed because a peer died, a bug in
-                # the job: the traceback goes to the log (the supervisor's
-                # detectors read it); the supervisor either aborts this
-                # generation soon or this process ends with the error.
-                traceback.print_exc()
-                sys.stderr.flush()
-                if ctl.wait_abort(fault_wait_seconds) is None:
-                    raise
+            return value
+        if not isinstance(value, RankAborted) and ctl.abort_generation is None:
+            if isinstance(value, (KeyboardInterrupt, SystemExit)):
+                raise value
+            # A collective that failed because a peer died, a bug in the
+            # job: the traceback goes to the log (the supervisor's detectors
+            # read it); the supervisor either aborts this generation soon or
+            # this process ends with the error.
+            traceback.print_exception(type(value), value, value.__traceback__)
+            sys.stderr.flush()
+            if ctl.wait_abort(fault_wait_seconds) is None:
+                raise value
         # Aborted: leave the group, tell the supervisor, wait for the next one.
         try:
             dist.destroy_process_group()
@@ -287,8 +309,10 @@ def run(train, backend="gloo", timeout_seconds=1800, fault_wait_seconds=5.0):
             pass
         with ctl.cv:
             gen = ctl.abort_generation
-        sys.stdout.flush()
-        ctl.send({"aborted": {"generation": gen}})
+            ctl.group_fds = []
+            ctl.idle = True
+            sys.stdout.flush()
+            ctl.send({"aborted": {"generation": gen}})
         msg = ctl.wait_rejoin()
         os.environ.update(msg.get("env", {}))
         checkpoint, step = msg.get("checkpoint", ""), int(msg.get("step", 0))
