@@ -260,23 +260,26 @@ def run(train, backend="gloo", timeout_seconds=1800, fault_wait_seconds=5.0):
     restarts = 0
     while True:
         _tell_identity()
-        before = _socket_fds()
-        dist.init_process_group(backend, timeout=timeout)
-        after = _socket_fds()
-        with ctl.cv:
-            ctl.group_fds = [fd for fd, link in after.items() if before.get(fd) != link]
-            ctl.master_port = int(os.environ.get("MASTER_PORT", "0") or 0)
-            ctl.armed = in_main
-            pending = ctl.abort_generation is not None
-        ctx = Context(dict(os.environ), checkpoint, step, generation, restarts, restarts > 0)
         # The abort signal's handler raises RankAborted at most once per
         # abort and only while armed; it may do so anywhere in train() or in
-        # the first lines of the handling below, hence the two levels.
+        # the first lines of the handling below, hence the two levels. A
+        # group that cannot form (a peer died during the rendezvous) is a
+        # fault like one in train().
         outcome = None
         try:
             try:
+                before = _socket_fds()
+                dist.init_process_group(backend, timeout=timeout)
+                after = _socket_fds()
+                with ctl.cv:
+                    ctl.group_fds = [fd for fd, link in after.items() if before.get(fd) != link]
+                    ctl.master_port = int(os.environ.get("MASTER_PORT", "0") or 0)
+                    ctl.armed = in_main
+                    pending = ctl.abort_generation is not None
                 if pending:
                     raise RankAborted("aborted before train() began")
+                ctx = Context(dict(os.environ), checkpoint, step, generation, restarts,
+                              restarts > 0)
                 result = train(ctx)
                 ctl.armed = False
                 outcome = (True, result)
@@ -304,7 +307,8 @@ def run(train, backend="gloo", timeout_seconds=1800, fault_wait_seconds=5.0):
                 raise value
         # Aborted: leave the group, tell the supervisor, wait for the next one.
         try:
-            dist.destroy_process_group()
+            if dist.is_initialized():
+                dist.destroy_process_group()
         except Exception:
             pass
         with ctl.cv:
