@@ -29,6 +29,7 @@ import signal
 import socket
 import sys
 import threading
+import time
 import traceback
 
 
@@ -210,6 +211,28 @@ def _on_abort_signal(_signum, _frame):
         raise RankAborted("aborted by the supervisor (generation %d)" % c.abort_generation)
 
 
+def _wait_for_store(seconds=2.0):
+    """A rank other than 0 waits (briefly) until rank 0's rendezvous store
+    listens: torch's store client, refused, tries again only a second later,
+    which would be most of an in-process restart."""
+    if os.environ.get("RANK", "0") == "0":
+        return
+    addr = os.environ.get("MASTER_ADDR", "127.0.0.1")
+    try:
+        port = int(os.environ.get("MASTER_PORT", "0"))
+    except ValueError:
+        return
+    if port <= 0:
+        return
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection((addr, port), timeout=0.2).close()
+            return
+        except OSError:
+            time.sleep(0.005)
+
+
 def _tell_identity():
     """The telemetry SDK reports under this generation's rank."""
     sdk = sys.modules.get("anxin_sdk")
@@ -268,6 +291,7 @@ def run(train, backend="gloo", timeout_seconds=1800, fault_wait_seconds=5.0):
         outcome = None
         try:
             try:
+                _wait_for_store()
                 before = _socket_fds()
                 dist.init_process_group(backend, timeout=timeout)
                 after = _socket_fds()
