@@ -105,6 +105,39 @@ def _shutdown_group_sockets(fds, master_port):
     return n
 
 
+def _abort_backend():
+    """Aborts the communicators of a device backend (NCCL) where this torch
+    offers it: torch.distributed's _abort_process_group (newer torch), else
+    the NCCL backend object's abort (ncclCommAbort on each communicator).
+    Returns what it called, or "" when there is nothing to call (torch 1.13;
+    gloo, whose sockets _shutdown_group_sockets ends; torch_npu's HCCL): the
+    rank is then interrupted by the abort signal or, blocked in a device
+    collective, killed by the supervisor at its deadline."""
+    try:
+        import torch
+        import torch.distributed as dist
+        if not dist.is_initialized():
+            return ""
+        c10d = dist.distributed_c10d
+        if dist.get_backend() != "nccl":
+            return ""
+        fn = getattr(c10d, "_abort_process_group", None)
+        if fn is not None:
+            fn()
+            return "_abort_process_group"
+        pg = c10d._get_default_group()
+        get = getattr(pg, "_get_backend", None)
+        nccl = get(torch.device("cuda")) if get is not None else pg
+        for name in ("abort", "_abort"):
+            f = getattr(nccl, name, None)
+            if f is not None:
+                f()
+                return "ProcessGroupNCCL." + name
+    except Exception:
+        pass
+    return ""
+
+
 class _Control:
     def __init__(self, address, token):
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -168,6 +201,7 @@ class _Control:
                 self.send({"aborted": {"generation": gen}})
                 return
             _shutdown_group_sockets(fds, port)
+            _abort_backend()
             if armed:
                 signal.pthread_kill(threading.main_thread().ident, _ABORT_SIGNAL)
         elif "rejoin" in msg:
