@@ -270,6 +270,8 @@ TEST_F(ClusterCliTest, AHangOnOneNodeIsOneGenerationForBoth) {
     ASSERT_TRUE(in[0].cluster.has_value());
     EXPECT_EQ(in[0].cluster->generation, 1);
     EXPECT_EQ(in[0].cluster->agreed_step, 5);
+    // Every rank was alive: both nodes restarted theirs in-process.
+    EXPECT_EQ(in[0].recovery_path, "in-process") << "node " << node;
   }
 }
 
