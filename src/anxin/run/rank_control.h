@@ -11,12 +11,15 @@
 // closes every connection, which ends the ranks (the SDK exits).
 //
 //   ANXIN_ASSIGN_OR_RETURN(auto control, RankControl::Start());
+//   std::vector<std::string> env;  // the rank's, when it is started
 //   env.push_back("ANXIN_CONTROL_SOCKET=" + control->address());
 //   env.push_back("ANXIN_CONTROL_TOKEN=rank-0-3");
-//   ...
+//   // ... the rank runs and connects ...
 //   if (control->Connected("rank-0-3")) {
 //     ANXIN_TRY(control->Send("rank-0-3", {{"abort", {{"generation", 4}}}}));
-//     auto answered = control->WaitAborted({"rank-0-3"}, 4, deadline, [](auto&) { return false; });
+//     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+//     std::set<std::string> answered = control->WaitAborted(
+//         {"rank-0-3"}, 4, deadline, [](const std::string&) { return false; });
 //   }
 //
 // Thread safety: every method may be called from any thread.
