@@ -10,9 +10,15 @@ Figures per size, median of RUNS runs:
                 relaunch started (stop, playbook, barrier, agreed checkpoint,
                 launch): anxin's share, without the job's start-up
   crash->step   the fault to the moment every node printed a step again
+for anxin relaunching every rank (--no-in-process), then crash->step for
+anxin with in-process restart (the node whose rank crashed relaunches it,
+the others rejoin in their processes) and with a warm spare per node
+(--warm-spares 1: the spare takes the crashed rank's place).
 Every run must exit 0 on every node, print every step to the end after
-resuming, and (anxin) journal one recovered incident of generation 1 on each
-node; torchrun must restart once.
+resuming, with the losses of the relaunch run at every step (the same
+computation whatever the path), and (anxin) journal one recovered incident
+of generation 1 on each node with the path it is meant to take; torchrun
+must restart once.
 
   bench/run/cluster_bench.py ANXIN TRAIN_PY RUNS SIZE [SIZE...]
 """
@@ -126,7 +132,31 @@ def start_etcd(tmp):
     sys.exit("error: etcd did not start")
 
 
-def anxin_once(n, run_id, endpoint, tmp):
+LOSS_RE = re.compile(r"step (\d+) loss ([0-9.]+)")
+MODES = {  # name: (flags, path of the crashed node, path of the others)
+    "relaunch": (["--no-in-process"], "relaunch", "relaunch"),
+    "in-process": ([], "relaunch", "in-process"),
+    "warm spare": (["--warm-spares", "1"], "spare", "in-process"),
+}
+
+
+def losses(lines):
+    """{step: loss} of node 0's rank, the last printed for each step; exits
+    when a step printed twice (before the crash and after the resume) has
+    two losses."""
+    out = {}
+    for _, l in lines:
+        m = LOSS_RE.search(l)
+        if m:
+            step, loss = int(m.group(1)), m.group(2)
+            if out.get(step, loss) != loss:
+                sys.exit("error: step %d printed losses %s and %s" % (step, out[step], loss))
+            out[step] = loss
+    return out
+
+
+def anxin_once(n, run_id, endpoint, tmp, mode="relaunch"):
+    flags, crashed_path, other_path = MODES[mode]
     procs = []
     for r in range(n):
         ckpt = os.path.join(tmp, "ckpt-%d" % r)
@@ -134,7 +164,8 @@ def anxin_once(n, run_id, endpoint, tmp):
         argv = [ANXIN, "run", "--nnodes", str(n), "--node-rank", str(r), "--rdzv-endpoint",
                 endpoint, "--rdzv-id", run_id, "--master-addr", "127.0.0.1",
                 "--nproc-per-node", "1", "--state-dir", os.path.join(tmp, "state-%d" % r),
-                "--checkpoint-dir", ckpt, "--stop-grace", "1s", "--scenario", SCENARIO, "--"]
+                "--checkpoint-dir", ckpt, "--stop-grace", "1s", "--scenario", SCENARIO] + flags + [
+                "--"]
         procs.append(Proc(argv + job(ckpt, "{checkpoint}") + ["--fault-rank", str(n - 1)]))
     rcs = [p.wait(300) for p in procs]
     for r, (rc, p) in enumerate(zip(rcs, procs)):
@@ -147,13 +178,16 @@ def anxin_once(n, run_id, endpoint, tmp):
             sys.exit("error: anxin node %d journaled %d incidents" % (r, len(incidents)))
         with open(os.path.join(tmp, "state-%d" % r, "incidents", incidents[0])) as f:
             rec = json.load(f)
+        want_path = crashed_path if r == n - 1 else other_path
         if rec["outcome"] != "recovered" or rec["cluster"]["generation"] != 1 or \
-                rec["cluster"]["agreed_step"] != 5:
-            sys.exit("error: anxin node %d: %s" % (r, json.dumps(rec)[:400]))
+                rec["cluster"]["agreed_step"] != 5 or rec.get("recovery_path") != want_path:
+            sys.exit("error: anxin %s node %d (expected path %s): %s" %
+                     (mode, r, want_path, json.dumps(rec)[:600]))
     t0 = fault_time(procs)
-    relaunched = [next(t for t, l in p.lines if "attempt 1: started" in l) for p in procs]
+    relaunched = [next(t for t, l in p.lines if "attempt 1: started" in l or "rejoin ok" in l)
+                  for p in procs]
     stepped = [first_step_after(p.lines, t0) for p in procs]
-    return max(relaunched) - t0, max(stepped) - t0
+    return max(relaunched) - t0, max(stepped) - t0, losses(procs[0].lines)
 
 
 def torchrun_once(n, run_id, tmp):
@@ -177,7 +211,7 @@ def torchrun_once(n, run_id, tmp):
                      (r, rc, "\n".join(l for _, l in p.lines[-30:])))
         check_steps("torchrun node %d" % r, p.lines, 5)
     t0 = fault_time(procs)
-    return max(first_step_after(p.lines, t0) for p in procs) - t0
+    return max(first_step_after(p.lines, t0) for p in procs) - t0, losses(procs[0].lines)
 
 
 def main():
@@ -193,20 +227,37 @@ def main():
         print("== anxin run (etcd) vs torchrun (c10d): sample trainer, 1 gloo rank per node, "
               "%d steps, checkpoint every %d, crash at step %d on the last node, %d runs each "
               "(median)" % (STEPS, CKPT_EVERY, FAULT_STEP, runs))
-        print("%5s %14s %18s %18s %8s" % ("nodes", "anxin own", "anxin crash->step",
-                                          "torchrun crash->step", "ratio"))
+        print("%5s %14s %18s %18s %8s %12s %12s" % (
+            "nodes", "anxin own", "anxin crash->step", "torchrun crash->step", "ratio",
+            "in-process", "warm spare"))
         for n in sizes:
-            own, a_step, t_step = [], [], []
+            own, a_step, t_step, inproc, spare = [], [], [], [], []
             for i in range(runs):
                 tmp = tempfile.mkdtemp(dir=tmp_root)
-                o, s = anxin_once(n, "bench-%d-%d" % (n, i), endpoint, tmp)
+                o, s, ref = anxin_once(n, "bench-%d-%d" % (n, i), endpoint, tmp)
                 own.append(o)
                 a_step.append(s)
-                t_step.append(torchrun_once(n, "bench-%d-%d" % (n, i), tmp))
+                t, got = torchrun_once(n, "bench-%d-%d" % (n, i), tmp)
+                if got != ref:
+                    sys.exit("error: torchrun: losses %s differ from anxin's %s" % (got, ref))
+                t_step.append(t)
+                for mode, into in (("in-process", inproc), ("warm spare", spare)):
+                    sub = tempfile.mkdtemp(dir=tmp_root)
+                    _, s2, got = anxin_once(n, "bench-%d-%d-%s" % (n, i, mode[:4]), endpoint,
+                                            sub, mode)
+                    if got != ref:
+                        sys.exit("error: %s: losses %s differ from the relaunch's %s" %
+                                 (mode, got, ref))
+                    into.append(s2)
+                    shutil.rmtree(sub, ignore_errors=True)
                 shutil.rmtree(tmp, ignore_errors=True)
-            ma, ms, mt = (statistics.median(x) for x in (own, a_step, t_step))
-            print("%5d %12.2f s %16.2f s %18.2f s %7.2fx   (own: %s)" %
-                  (n, ma, ms, mt, mt / ms, " ".join("%.2f" % x for x in own)), flush=True)
+            ma, ms, mt, mi, mw = (statistics.median(x) for x in (own, a_step, t_step, inproc,
+                                                                 spare))
+            print("%5d %12.2f s %16.2f s %18.2f s %7.2fx %10.2f s %10.2f s   (own: %s; "
+                  "in-process: %s; warm spare: %s)" %
+                  (n, ma, ms, mt, mt / ms, mi, mw, " ".join("%.2f" % x for x in own),
+                   " ".join("%.2f" % x for x in inproc), " ".join("%.2f" % x for x in spare)),
+                  flush=True)
     finally:
         for p in LIVE:
             if p.poll() is None:

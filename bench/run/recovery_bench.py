@@ -6,6 +6,14 @@
 Every run must end with the job done (exit 0, every step up to the last, in
 order after the resume) and, for anxin, one recovered incident of the
 expected fault class; otherwise the benchmark stops with an error.
+
+The first table is `anxin run` relaunching every rank (--no-in-process, the
+recovery before in-process restart); the second compares, on a crash and on
+an error line (a peer fault: the rank that printed it still runs), fault ->
+next step for torchrun, that relaunch, in-process restart (anxin_sdk.run,
+the default) and in-process restart with a warm spare (--warm-spares 1).
+Each of those runs must journal the recovery path it is meant to take and
+print, at every step, the loss an unfaulted run prints there.
 """
 import datetime
 import json
@@ -116,7 +124,7 @@ def anxin_once(kind, tmp):
         f.write(text)
     argv = [ANXIN, "run", "--nproc-per-node", "2", "--state-dir", state, "--checkpoint-dir",
             ckpt, "--scenario", scen, "--stop-grace", "1s", "--hang-timeout", HANG_TIMEOUT,
-            "--", sys.executable, "-u", TRAIN, "--ckpt-dir", ckpt, "--resume", "{checkpoint}",
+            "--no-in-process", "--", sys.executable, "-u", TRAIN, "--ckpt-dir", ckpt, "--resume", "{checkpoint}",
             "--steps", str(steps), "--ckpt-every", str(CKPT_EVERY)] + flags + extra
     rc, lines = run(argv, 300)
     incidents = json.loads(subprocess.run([ANXIN, "incidents", "--state-dir", state, "--json"],
@@ -155,6 +163,8 @@ def torchrun_crash_once(tmp):
     resumed = (FAULT_STEP - 1) // CKPT_EVERY * CKPT_EVERY
     check_job("torchrun (crash)", rc, lines, resumed)
     fault_t, _ = injected_at(lines)
+    TORCHRUN_LOSSES.append([(int(m.group(1)), m.group(2)) for _, l in lines
+                            if (m := TORCHRUN_LOSS_RE.search(l))])
     return first_step_after(lines, fault_t) - fault_t
 
 
@@ -184,9 +194,116 @@ def median(xs):
     return statistics.median(xs)
 
 
+LOSS_RE = re.compile(r"\[rank 0\] step (\d+) loss ([0-9.]+)")
+TORCHRUN_LOSS_RE = re.compile(r"\[default0\]:step (\d+) loss ([0-9.]+)")
+TORCHRUN_LOSSES = []  # [(step, loss)] of each torchrun crash run's rank 0
+
+
+def losses_of(lines):
+    out = []
+    for _, l in lines:
+        m = LOSS_RE.search(l)
+        if m:
+            out.append((int(m.group(1)), m.group(2)))
+    return out
+
+
+def check_losses(name, got, reference):
+    """Every loss printed (before the fault, and again after the resume) is
+    the unfaulted run's at that step."""
+    if not got:
+        sys.exit("error: %s: no loss printed" % name)
+    for step, loss in got:
+        if reference.get(step) != loss:
+            sys.exit("error: %s: step %d loss %s, the unfaulted run's is %s" %
+                     (name, step, loss, reference.get(step)))
+
+
+def unfaulted_losses():
+    with tempfile.TemporaryDirectory() as tmp:
+        ckpt = os.path.join(tmp, "ckpt")
+        argv = [ANXIN, "run", "--nproc-per-node", "2", "--state-dir", os.path.join(tmp, "s"),
+                "--checkpoint-dir", ckpt, "--", sys.executable, "-u", TRAIN, "--ckpt-dir", ckpt,
+                "--resume", "{checkpoint}", "--steps", str(STEPS), "--ckpt-every",
+                str(CKPT_EVERY)]
+        rc, lines = run(argv, 300)
+    got = dict(losses_of(lines))
+    if rc != 0 or sorted(got) != list(range(1, STEPS + 1)):
+        sys.exit("error: the unfaulted run: exit %s, steps %s" % (rc, sorted(got)))
+    return got
+
+
+# mode: (anxin run flags, the recovery path the journal must name per fault)
+MODES = {
+    "relaunch": (["--no-in-process"], {"crash": "relaunch", "error line": "relaunch"}),
+    "in-process": ([], {"crash": "relaunch", "error line": "in-process"}),
+    "warm spare": (["--warm-spares", "1"], {"crash": "spare", "error line": "in-process"}),
+}
+
+
+def path_once(mode, kind, tmp, reference):
+    """fault -> next step of one anxin run in `mode`, its losses checked."""
+    flags, paths = MODES[mode]
+    job, want_class = FAULTS[kind]
+    ckpt, state = os.path.join(tmp, "ckpt"), os.path.join(tmp, "state")
+    scen = os.path.join(tmp, "scenario.yaml")
+    with open(scen, "w") as f:
+        f.write(SCENARIO)
+    argv = [ANXIN, "run", "--nproc-per-node", "2", "--state-dir", state, "--checkpoint-dir",
+            ckpt, "--scenario", scen, "--stop-grace", "1s"] + flags + [
+            "--", sys.executable, "-u", TRAIN, "--ckpt-dir", ckpt, "--resume", "{checkpoint}",
+            "--steps", str(STEPS), "--ckpt-every", str(CKPT_EVERY)] + job
+    rc, lines = run(argv, 300)
+    incidents = json.loads(subprocess.run([ANXIN, "incidents", "--state-dir", state, "--json"],
+                                          check=True, capture_output=True, text=True).stdout)
+    name = "anxin run %s (%s)" % (mode, kind)
+    if len(incidents) != 1 or incidents[0]["outcome"] != "recovered" or \
+            incidents[0]["fault"]["class"] != want_class or \
+            incidents[0].get("recovery_path") != paths[kind]:
+        sys.exit("error: %s: expected one %s incident recovered by %s, got %s" %
+                 (name, want_class, paths[kind], json.dumps(incidents)[:2000]))
+    resumed = int(re.search(r"iter_(\d+)", incidents[0]["checkpoint"]).group(1))
+    check_job(name, rc, lines, resumed)
+    check_losses(name, losses_of(lines), reference)
+    fault_t, _ = injected_at(lines)
+    return first_step_after(lines, fault_t) - fault_t
+
+
+def compare_paths(torchrun_crash):
+    reference = unfaulted_losses()
+    for got in TORCHRUN_LOSSES:  # the peer computed the same
+        check_losses("torchrun (crash)", got, reference)
+    print()
+    print("== fault -> next step by recovery path (%d runs each, median; every loss equal to an "
+          "unfaulted run's)" % RUNS)
+    print("%-11s %12s %12s %12s %12s" % ("fault", "torchrun", "relaunch", "in-process",
+                                          "warm spare"))
+    result = {}
+    for kind in ("crash", "error line"):
+        row = {}
+        for mode in MODES:
+            got = []
+            for i in range(RUNS):
+                with tempfile.TemporaryDirectory() as tmp:
+                    got.append(path_once(mode, kind, tmp, reference))
+            row[mode] = got
+        result[kind] = row
+        tr = "%10.3f s" % median(torchrun_crash) if kind == "crash" else "%12s" % "not seen"
+        print("%-11s %s %10.3f s %10.3f s %10.3f s   (runs: %s)" % (
+            kind, tr, median(row["relaunch"]), median(row["in-process"]),
+            median(row["warm spare"]),
+            "; ".join("%s %s" % (m, " ".join("%.2f" % x for x in row[m])) for m in MODES)))
+    crash, peer = result["crash"], result["error line"]
+    print("warm spare, crash:        %.3f s, %.1fx faster than torchrun" % (
+        median(crash["warm spare"]), median(torchrun_crash) / median(crash["warm spare"])))
+    print("in-process, peer fault:   %.3f s, %.1fx faster than torchrun's crash recovery" % (
+        median(peer["in-process"]), median(torchrun_crash) / median(peer["in-process"])))
+
+
 def main():
-    print("== anxin run vs torchrun: sample trainer, 2 gloo ranks, %d steps, checkpoint every %d, "
-          "fault at step %d, %d runs each (median)" % (STEPS, CKPT_EVERY, FAULT_STEP, RUNS))
+    print("== anxin run (relaunching every rank) vs torchrun: sample trainer, 2 gloo ranks, %d "
+          "steps, checkpoint every %d, fault at step %d, %d runs each (median)" %
+          (STEPS, CKPT_EVERY, FAULT_STEP, RUNS), flush=True)
     rows = []
     for kind in FAULTS:
         got = []
@@ -220,7 +337,8 @@ def main():
               "the benchmark)" % HANG_WAIT)
     else:
         print("torchrun      hang: exit %s, restart seen %s, steps after it %s" % (
-            rc, restarted, new_steps[:5]))
+            rc, restarted, new_steps[:5]), flush=True)
+    compare_paths(tr)
 
 
 if __name__ == "__main__":

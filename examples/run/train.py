@@ -21,6 +21,13 @@ K:ATTEMPT, attempt 0 by default):
                       node in a multi-node job)
   --corrupt-newest    before a fault fires, rank 0 flips bytes in the newest
                       checkpoint of its node
+  --ignore-abort      with --hang-at: the hanging rank blocks the abort of an
+                      in-process restart (it is killed and relaunched)
+
+Under anxin run the training loop runs inside anxin_sdk.run(), so ranks that
+survive a fault restart in their own processes (in-process restart, warm
+spares: docs/recovery.md); a rank resuming a checkpoint it saved itself takes
+it from memory.
 
 Each rank reports its steps, its all_reduce calls (timed by the hook on
 torch.distributed) and rank 0 its checkpoints through the job telemetry SDK
@@ -31,9 +38,11 @@ Launch: anxin run --nproc-per-node 2 --checkpoint-dir /tmp/ck -- \
           python3 examples/run/train.py --ckpt-dir /tmp/ck --resume '{checkpoint}'
 """
 import argparse
+import copy
 import hashlib
 import json
 import os
+import signal
 import sys
 import time
 
@@ -119,35 +128,64 @@ def main():
     p.add_argument("--hccl-error-at", type=parse_fault)
     p.add_argument("--fault-rank", type=int)
     p.add_argument("--corrupt-newest", action="store_true")
+    p.add_argument("--ignore-abort", action="store_true",
+                   help="with --hang-at: the hanging rank blocks the SDK's abort signal, so the "
+                        "supervisor has to kill it")
     a = p.parse_args()
 
-    rank = int(os.environ["RANK"])
-    world = int(os.environ["WORLD_SIZE"])
+    if anxin_sdk is not None:
+        # In-process restart under anxin run (docs/sdk.md): the SDK sets up
+        # the process group and calls train again after a recovery this
+        # process survived; elsewhere it just sets up the group and calls it.
+        return anxin_sdk.run(lambda ctx: train(a, ctx), backend="gloo")
+    dist.init_process_group("gloo")
+    try:
+        return train(a, None)
+    finally:
+        dist.destroy_process_group()
+
+
+# Checkpoints this process saved, by step: a rank that restarts in its own
+# process resumes from memory when the agreed step is one of them.
+_saved_in_memory = {}
+
+
+def train(a, ctx):
+    rank = dist.get_rank()
+    world = dist.get_world_size()
     local_rank = int(os.environ.get("LOCAL_RANK", rank))
-    dist.init_process_group("gloo", rank=rank, world_size=world)
     if anxin_sdk is not None:
         anxin_sdk.hook_torch_distributed()
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.Tanh(), torch.nn.Linear(32, 1))
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
-    # The task: y = sin(x . w) for a fixed w; every rank draws its own shard.
+    # The task: y = sin(x . w) for a fixed w; every rank draws its own shard,
+    # the batch of each step from a seed of its own, so that a run resumed
+    # at any step sees the same data as one that never stopped.
     w_true = torch.randn(16, generator=torch.Generator().manual_seed(1)) / 4
-    gen = torch.Generator().manual_seed(100 + rank)
 
     start = 1
-    if a.resume == "auto":  # without anxin run: the newest the pointer file names
+    # Under anxin run the SDK's context names the agreed checkpoint (a warm
+    # spare's command line was expanded before there was one).
+    resume = ctx.checkpoint if ctx is not None and os.environ.get("ANXIN_CONTROL_SOCKET") \
+        else a.resume
+    if resume == "auto":  # without anxin run: the newest the pointer file names
         pointer = os.path.join(a.ckpt_dir, "latest_checkpointed_iteration.txt")
-        a.resume = ""
+        resume = ""
         if a.ckpt_dir and os.path.exists(pointer):
             with open(pointer) as f:
-                a.resume = os.path.join(a.ckpt_dir, "iter_%07d" % int(f.read().strip()))
-    if a.resume:
-        state = torch.load(os.path.join(a.resume, "mp_rank_00", "model_optim_rng.pt"))
+                resume = os.path.join(a.ckpt_dir, "iter_%07d" % int(f.read().strip()))
+    if resume:
+        step = int(os.path.basename(resume.rstrip("/")).split("_")[-1])
+        state = _saved_in_memory.get(step)
+        where = "memory" if state is not None else resume
+        if state is None:
+            state = torch.load(os.path.join(resume, "mp_rank_00", "model_optim_rng.pt"))
         model.load_state_dict(state["model"])
         opt.load_state_dict(state["optimizer"])
         start = state["iteration"] + 1
         if local_rank == 0:
-            print("resumed from %s at step %d" % (a.resume, state["iteration"]), flush=True)
+            print("resumed from %s at step %d" % (where, state["iteration"]), flush=True)
 
     for step in range(start, a.steps + 1):
         last = rank == (world - 1 if a.fault_rank is None else a.fault_rank)
@@ -161,6 +199,9 @@ def main():
         if fires(a.hang_at, step) and last:
             print("rank %d stops calling the collective at step %d (--hang-at) t=%.3f"
                   % (rank, step, time.time()), flush=True)
+            if a.ignore_abort:
+                signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR2})
+                print("rank %d ignores the abort (--ignore-abort)" % rank, flush=True)
             time.sleep(3600)
         if fires(a.hccl_error_at, step) and last:
             print("rank %d injects an HCCL error at step %d (--hccl-error-at) t=%.3f"
@@ -171,6 +212,7 @@ def main():
             time.sleep(3600)
         if anxin_sdk is not None:
             anxin_sdk.step_begin(step)
+        gen = torch.Generator().manual_seed(1000003 * (rank + 1) + step)
         x = torch.randn(64, 16, generator=gen)
         y = torch.sin(x @ w_true).unsqueeze(1)
         loss = torch.nn.functional.mse_loss(model(x), y)
@@ -184,6 +226,10 @@ def main():
         dist.all_reduce(mean, op=dist.ReduceOp.SUM)
         if anxin_sdk is not None:
             anxin_sdk.step_end(step)
+        if a.ckpt_dir and step % a.ckpt_every == 0:
+            _saved_in_memory.clear()
+            _saved_in_memory[step] = copy.deepcopy(
+                {"iteration": step, "model": model.state_dict(), "optimizer": opt.state_dict()})
         if local_rank == 0:
             print("step %d loss %.5f" % (step, mean.item() / world), flush=True)
             if a.ckpt_dir and step % a.ckpt_every == 0:
@@ -193,7 +239,6 @@ def main():
         if a.step_time > 0:
             time.sleep(a.step_time)
     dist.barrier()
-    dist.destroy_process_group()
     return 0
 
 

@@ -46,7 +46,7 @@ __all__ = [
     "OPS", "step", "step_begin", "step_end", "step_time", "collective", "timed_collective",
     "kernel", "timed_kernel", "heartbeat", "checkpoint_saved", "alloc_stats", "set_identity",
     "set_socket", "flush", "stats", "library", "load_error", "hook_torch_distributed",
-    "unhook_torch_distributed",
+    "unhook_torch_distributed", "run", "RankAborted",
 ]
 
 ABI_VERSION = 1
@@ -525,6 +525,25 @@ def unhook_torch_distributed():
         _torch_hook.uninstall()
     except Exception:
         pass
+
+
+def run(train, backend="gloo", timeout_seconds=1800, fault_wait_seconds=5.0):
+    """Runs train(ctx) with in-process restart under `anxin run`: the process
+    group is set up here (torch.distributed, `backend`) and, when the
+    supervisor recovers from a fault this process survived, the group is
+    aborted, set up again for the new generation and train(ctx) called again
+    with the agreed checkpoint (ctx.checkpoint, ctx.step). ctx also holds
+    rank, world_size, local_rank, generation and restarts. Returns what
+    train returned. See docs/sdk.md, "In-process restart"."""
+    from anxin_sdk import _restart
+    return _restart.run(train, backend, timeout_seconds, fault_wait_seconds)
+
+
+def __getattr__(name):
+    if name == "RankAborted":
+        from anxin_sdk import _restart
+        return _restart.RankAborted
+    raise AttributeError(name)
 
 
 _load()

@@ -195,6 +195,10 @@ TEST_F(ClusterCliTest, ARankCrashOnOneNodeRestartsBothFromTheSameCheckpoint) {
     EXPECT_GE(in[0].cluster->nodes[1].ready_seconds, 0);
   }
   EXPECT_EQ(Incidents(1)[0].fault.fault_class, "process_exit");
+  // Node 0's rank survived: it rejoined generation 1 in its process; node
+  // 1's died and was started anew.
+  EXPECT_EQ(Incidents(0)[0].recovery_path, "in-process");
+  EXPECT_EQ(Incidents(1)[0].recovery_path, "relaunch");
   // `anxin incidents` shows the cluster view under node 0's incident.
   auto table = RunAnxin({"incidents", "--state-dir", State(0)});
   ASSERT_EQ(table.exit_code, 0) << table.stderr_text;
@@ -212,6 +216,47 @@ TEST_F(ClusterCliTest, ARankCrashOnOneNodeRestartsBothFromTheSameCheckpoint) {
   }
 }
 
+// "step N loss X" of a node's local rank 0, every time it was printed.
+std::multimap<int, std::string> LossesOf(const std::string& out) {
+  std::multimap<int, std::string> m;
+  std::regex re(R"(\[rank 0\] step (\d+) loss ([0-9.]+))");
+  for (auto it = std::sregex_iterator(out.begin(), out.end(), re); it != std::sregex_iterator();
+       ++it) {
+    m.emplace(std::stoi((*it)[1]), (*it)[2]);
+  }
+  return m;
+}
+
+TEST_F(ClusterCliTest, AWarmSpareTakesACrashedRanksPlaceWhileTheOtherNodeRestartsInProcess) {
+  const std::vector<std::string> spare = {"--warm-spares", "1"};
+  NodeProcess n0(Args(0, "2", {"--crash-at", "13", "--fault-rank", "1"}, spare));
+  NodeProcess n1(Args(1, "2", {"--crash-at", "13", "--fault-rank", "1"}, spare));
+  ASSERT_TRUE(n0.Start() && n1.Start());
+  ASSERT_TRUE(n0.Wait().ok()) << n0.Output();
+  ASSERT_TRUE(n1.Wait().ok()) << n1.Output();
+  EXPECT_EQ(StoreGeneration(), 1);
+  auto in0 = Incidents(0);
+  auto in1 = Incidents(1);
+  ASSERT_EQ(in0.size(), 1u);
+  ASSERT_EQ(in1.size(), 1u);
+  EXPECT_EQ(in0[0].recovery_path, "in-process");
+  EXPECT_EQ(in1[0].recovery_path, "spare");
+  EXPECT_EQ(in1[0].outcome, "recovered");
+  ASSERT_TRUE(in1[0].cluster.has_value());
+  EXPECT_EQ(in1[0].cluster->agreed_step, 10);
+  // Steps 11 and 12 ran twice, before the crash and after the resume: the
+  // same losses both times, and the job went on to the end.
+  const auto losses = LossesOf(n0.Output());
+  for (int step : {11, 12}) {
+    auto [lo, hi] = losses.equal_range(step);
+    ASSERT_EQ(std::distance(lo, hi), 2) << "step " << step << "\n" << n0.Output();
+    EXPECT_EQ(lo->second, std::next(lo)->second) << "step " << step;
+  }
+  EXPECT_EQ(losses.rbegin()->first, 24);
+  std::printf("two nodes: node 1 recovered in %.3f s with a spare, node 0 in %.3f s in-process\n",
+              in1[0].time_to_recovery_seconds, in0[0].time_to_recovery_seconds);
+}
+
 TEST_F(ClusterCliTest, AHangOnOneNodeIsOneGenerationForBoth) {
   NodeProcess n0(Args(0, "2", {"--hang-at", "8"}, {"--hang-timeout", "3s"}));
   NodeProcess n1(Args(1, "2", {"--hang-at", "8"}, {"--hang-timeout", "3s"}));
@@ -225,6 +270,8 @@ TEST_F(ClusterCliTest, AHangOnOneNodeIsOneGenerationForBoth) {
     ASSERT_TRUE(in[0].cluster.has_value());
     EXPECT_EQ(in[0].cluster->generation, 1);
     EXPECT_EQ(in[0].cluster->agreed_step, 5);
+    // Every rank was alive: both nodes restarted theirs in-process.
+    EXPECT_EQ(in[0].recovery_path, "in-process") << "node " << node;
   }
 }
 

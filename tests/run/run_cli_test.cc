@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <regex>
 #include <thread>
 
@@ -340,6 +341,206 @@ TEST(RunCliTest, SupervisorKilledAndStartedAgainResumesTheJob) {
                         std::to_string(newest)));
   // The attempt counter went on: the relaunch is attempt 1.
   EXPECT_THAT(t.dir.Read("logs/rank-0.log"), HasSubstr("--- anxin run: attempt 1, rank 0 ---"));
+}
+
+// ---- In-process restart and warm spares (docs/recovery.md).
+
+// Every "step N loss X" rank 0 printed, in order.
+std::vector<std::pair<int, std::string>> Losses(const std::string& out) {
+  std::vector<std::pair<int, std::string>> losses;
+  std::regex re(R"(\[rank 0\] step (\d+) loss ([0-9.]+))");
+  for (auto it = std::sregex_iterator(out.begin(), out.end(), re); it != std::sregex_iterator();
+       ++it) {
+    losses.emplace_back(std::stoi((*it)[1]), (*it)[2]);
+  }
+  return losses;
+}
+
+// The losses of the sample trainer run without a fault, by step (run once).
+const std::map<int, std::string>& UnfaultedLosses() {
+  static const std::map<int, std::string> losses = [] {
+    Trainer t;
+    auto out = RunAnxin(t.Args({"--steps", "14"}), {.timeout = std::chrono::seconds(60)});
+    EXPECT_EQ(out.exit_code, 0) << out.stdout_text << out.stderr_text;
+    std::map<int, std::string> m;
+    for (const auto& [step, loss] : Losses(out.stdout_text)) m[step] = loss;
+    return m;
+  }();
+  return losses;
+}
+
+// Every loss the faulted run printed (before the fault and again after the
+// resume) equals the unfaulted run's at that step, and it reached the end.
+void ExpectSameLosses(const std::string& out) {
+  const auto& want = UnfaultedLosses();
+  ASSERT_EQ(want.size(), 14u);
+  const auto got = Losses(out);
+  ASSERT_FALSE(got.empty());
+  EXPECT_EQ(got.back().first, 14);
+  for (const auto& [step, loss] : got) {
+    ASSERT_TRUE(want.contains(step)) << step;
+    EXPECT_EQ(loss, want.at(step)) << "step " << step;
+  }
+}
+
+const StepRecord* FindStep(const Incident& in, const std::string& name) {
+  for (const StepRecord& s : in.steps) {
+    if (s.name == name) return &s;
+  }
+  return nullptr;
+}
+
+TEST(RunCliTest, HangIsRecoveredInTheRanksOwnProcessesWithTheSameLosses) {
+  if (!HaveTorch()) GTEST_SKIP() << "python3-torch is not installed";
+  Trainer t;
+  auto out = RunAnxin(t.Args({"--steps", "14", "--hang-at", "8"}, {"--hang-timeout", "2s"}),
+                      {.timeout = std::chrono::seconds(60)});
+  ASSERT_EQ(out.exit_code, 0) << out.stdout_text << out.stderr_text;
+  auto in = t.Incidents();
+  ASSERT_EQ(in.size(), 1u);
+  EXPECT_EQ(in[0].fault.fault_class, "hang");
+  EXPECT_EQ(in[0].outcome, "recovered");
+  EXPECT_EQ(in[0].recovery_path, "in-process");
+  const StepRecord* abort = FindStep(in[0], "abort_ranks");
+  ASSERT_NE(abort, nullptr);
+  EXPECT_THAT(abort->detail, HasSubstr("2 rank(s) aborted in their processes"));
+  const StepRecord* rejoin = FindStep(in[0], "rejoin");
+  ASSERT_NE(rejoin, nullptr);
+  EXPECT_THAT(rejoin->detail, HasSubstr("2 rank(s) rejoined in their processes"));
+  // The same process went on: it resumed the checkpoint it kept in memory.
+  EXPECT_THAT(out.stdout_text, HasSubstr("[rank 0] resumed from memory at step 5"));
+  EXPECT_EQ(FindStep(in[0], "stop_ranks"), nullptr);
+  ExpectSameLosses(out.stdout_text);
+  std::printf("hang: fault -> progress %.3f s in-process\n", in[0].time_to_recovery_seconds);
+  // anxin incidents shows the path.
+  auto table = RunAnxin({"incidents", "--state-dir", t.state});
+  EXPECT_THAT(table.stdout_text, HasSubstr("path: in-process, abort_ranks"));
+}
+
+TEST(RunCliTest, WarmSpareTakesTheDeadRanksPlaceAndANewSpareIsStarted) {
+  if (!HaveTorch()) GTEST_SKIP() << "python3-torch is not installed";
+  Trainer t;
+  auto out = RunAnxin(t.Args({"--steps", "14", "--crash-at", "8"}, {"--warm-spares", "1"}),
+                      {.timeout = std::chrono::seconds(60)});
+  ASSERT_EQ(out.exit_code, 0) << out.stdout_text << out.stderr_text;
+  auto in = t.Incidents();
+  ASSERT_EQ(in.size(), 1u);
+  EXPECT_EQ(in[0].fault.fault_class, "process_exit");
+  EXPECT_EQ(in[0].outcome, "recovered");
+  EXPECT_EQ(in[0].recovery_path, "spare");
+  const StepRecord* rejoin = FindStep(in[0], "rejoin");
+  ASSERT_NE(rejoin, nullptr);
+  EXPECT_THAT(rejoin->detail,
+              HasSubstr("1 rank(s) rejoined in their processes, 1 from warm spares, 0 started"));
+  // The spare, not a fresh process, became rank 0: it read the checkpoint
+  // from disk (it never had the model), and its log continues as rank-0.log.
+  EXPECT_THAT(out.stdout_text, HasSubstr("[rank 0] resumed from " + t.ckpt + "/iter_0000005"));
+  EXPECT_THAT(t.dir.Read("logs/rank-0.log"), HasSubstr("rank 0, from spare-0 ---"));
+  // A new spare was started in its place.
+  EXPECT_TRUE(std::filesystem::exists(t.dir / "logs/spare-1.log"));
+  ExpectSameLosses(out.stdout_text);
+  std::printf("crash: fault -> progress %.3f s with a warm spare\n",
+              in[0].time_to_recovery_seconds);
+}
+
+TEST(RunCliTest, RankThatIgnoresTheAbortIsKilledAndRelaunched) {
+  if (!HaveTorch()) GTEST_SKIP() << "python3-torch is not installed";
+  Trainer t;
+  auto out = RunAnxin(t.Args({"--steps", "14", "--hang-at", "8", "--ignore-abort"},
+                             {"--hang-timeout", "2s", "--abort-timeout", "1s"}),
+                      {.timeout = std::chrono::seconds(60)});
+  ASSERT_EQ(out.exit_code, 0) << out.stdout_text << out.stderr_text;
+  EXPECT_THAT(out.stdout_text, HasSubstr("rank 1 ignores the abort"));
+  auto in = t.Incidents();
+  ASSERT_EQ(in.size(), 1u);
+  EXPECT_EQ(in[0].recovery_path, "relaunch");
+  const StepRecord* abort = FindStep(in[0], "abort_ranks");
+  ASSERT_NE(abort, nullptr);
+  EXPECT_THAT(abort->detail, HasSubstr("1 rank(s) aborted in their processes, 0 had exited, 1 "
+                                       "did not answer within 1 s and were killed"));
+  const StepRecord* rejoin = FindStep(in[0], "rejoin");
+  ASSERT_NE(rejoin, nullptr);
+  EXPECT_THAT(rejoin->detail, HasSubstr("1 rank(s) rejoined in their processes, 0 from warm "
+                                        "spares, 1 started anew"));
+  // The killed rank's relaunch is a new process: its log has attempt 1's banner.
+  EXPECT_THAT(t.dir.Read("logs/rank-1.log"), HasSubstr("--- anxin run: attempt 1, rank 1 ---"));
+  ExpectSameLosses(out.stdout_text);
+}
+
+TEST(RunCliTest, FaultDuringAnInProcessRestartIsRecoveredAgain) {
+  if (!HaveTorch()) GTEST_SKIP() << "python3-torch is not installed";
+  Trainer t;
+  // An error line at step 7, then rank 0 crashes at step 6 of the restarted
+  // generation, before the restart has shown progress.
+  auto out = RunAnxin(t.Args({"--steps", "14", "--hccl-error-at", "7", "--crash-at", "6:1"}),
+                      {.timeout = std::chrono::seconds(60)});
+  ASSERT_EQ(out.exit_code, 0) << out.stdout_text << out.stderr_text;
+  auto in = t.Incidents();
+  ASSERT_EQ(in.size(), 2u);
+  EXPECT_EQ(in[0].fault.fault_class, "network");
+  EXPECT_EQ(in[0].recovery_path, "in-process");
+  EXPECT_EQ(in[0].outcome, "failed_again");
+  EXPECT_EQ(in[1].fault.fault_class, "process_exit");
+  EXPECT_EQ(in[1].outcome, "recovered");
+  EXPECT_EQ(in[1].attempt, 1);
+  const StepRecord* abort = FindStep(in[1], "abort_ranks");
+  ASSERT_NE(abort, nullptr);
+  EXPECT_THAT(abort->detail, HasSubstr("1 rank(s) aborted in their processes, 1 had exited"));
+  ExpectSameLosses(out.stdout_text);
+}
+
+TEST(RunCliTest, SupervisorKilledDuringAnInProcessRestartLeavesNoRankAndResumes) {
+  if (!HaveTorch()) GTEST_SKIP() << "python3-torch is not installed";
+  Trainer t;
+  const std::string marker = "ANXIN_RUN_TEST_MARKER=inproc-" + std::to_string(getpid());
+  // Rank 1 ignores the abort and the supervisor waits 30 s for it: it is
+  // killed while rank 0 has aborted and waits for the next generation.
+  auto args = t.Args({"--steps", "14", "--hang-at", "8", "--ignore-abort"},
+                     {"--hang-timeout", "2s", "--abort-timeout", "30s", "--env", marker});
+  std::vector<std::string> argv = args;
+  argv.insert(argv.begin(), AnxinBinary());
+  auto first = Subprocess::Start({.argv = argv});
+  ASSERT_TRUE(first);
+  bool aborting = false;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!aborting && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    auto in = ReadIncidents(t.state);
+    if (in && !in->empty()) {
+      const StepRecord* s = FindStep(in->back(), "abort_ranks");
+      aborting = s != nullptr && s->result == "running";
+    }
+  }
+  ASSERT_TRUE(aborting) << "the supervisor never began the in-process restart";
+  ASSERT_EQ(ProcessesWith(marker).size(), 2u);
+  ASSERT_EQ(::kill((*first)->pid(), SIGKILL), 0);
+  (void)(*first)->Wait();
+  std::vector<int> left;
+  for (int i = 0; i < 100; ++i) {
+    left = ProcessesWith(marker);
+    if (left.empty()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_TRUE(left.empty()) << left.size() << " rank(s) outlived the supervisor";
+
+  auto out = RunAnxin(args, {.timeout = std::chrono::seconds(90)});
+  ASSERT_EQ(out.exit_code, 0) << out.stdout_text << out.stderr_text;
+  EXPECT_THAT(out.stderr_text, HasSubstr("resuming the job of supervisor pid"));
+  auto in = t.Incidents();
+  ASSERT_EQ(in.size(), 2u);
+  EXPECT_EQ(in[0].outcome, "supervisor_restarted");
+  EXPECT_EQ(FindStep(in[0], "abort_ranks")->result, "interrupted");
+  EXPECT_EQ(in[1].fault.fault_class, "supervisor_restart");
+  EXPECT_EQ(in[1].outcome, "recovered");
+  EXPECT_EQ(Steps(out.stdout_text).back(), 14);
+}
+
+TEST(RunCliTest, WarmSparesNeedInProcessRestart) {
+  TempDir dir;
+  auto out = RunAnxin({"run", "--state-dir", dir / "s", "--warm-spares", "1", "--no-in-process",
+                       "--", "/bin/true"});
+  EXPECT_EQ(out.exit_code, 2) << out.stderr_text;
+  EXPECT_THAT(out.stderr_text, HasSubstr("--warm-spares needs in-process restart"));
 }
 
 }  // namespace

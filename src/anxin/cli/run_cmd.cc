@@ -87,6 +87,16 @@ CommandMain Setup(CLI::App& app) {
                  "(default: run.escalation.min_nproc, else no shrinking)")
       ->check(AtLeast(1));
   app.add_flag("--no-prefix", o->no_prefix, "do not copy rank output to this terminal");
+  app.add_flag("--no-in-process", o->no_in_process,
+               "relaunch every rank after a fault, even ranks under anxin_sdk.run() that could "
+               "rejoin in their processes");
+  app.add_option("--abort-timeout", o->abort_timeout,
+                 "how long a surviving rank has to abort its process group before it is killed "
+                 "and relaunched (default 5s)");
+  app.add_option("--warm-spares", o->warm_spares,
+                 "spare processes of the command kept waiting in anxin_sdk.run() to replace a "
+                 "rank that dies (default 0)")
+      ->check(AtLeast(0));
   app.add_option("command", o->command, "the rank command and its arguments, after --")
       ->expected(-1);
   return [o](const GlobalOptions& g) { return Run(*o, g); };

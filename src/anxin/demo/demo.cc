@@ -299,6 +299,8 @@ std::string RunStageMissing(const std::string& examples, const char* python) {
 std::vector<std::string> RunStageCommand(const DemoContext& ctx, const std::string& self,
                                          const std::string& examples, const char* python) {
   const std::string ckpt = ctx.work_dir + "/ckpt";
+  // --no-in-process: each fault goes through its device playbook (reset,
+  // links), as the tour shows; docs/recovery.md has the in-process path.
   return {self,
           "run",
           "--nproc-per-node",
@@ -319,6 +321,7 @@ std::vector<std::string> RunStageCommand(const DemoContext& ctx, const std::stri
           "1s",
           "--max-restarts",
           "6",
+          "--no-in-process",
           "--",
           python,
           "-u",

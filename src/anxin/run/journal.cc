@@ -124,6 +124,7 @@ nlohmann::json IncidentToJson(const Incident& in) {
                       {"outcome", in.outcome},
                       {"playbook", in.playbook},
                       {"checkpoint", in.checkpoint},
+                      {"recovery_path", in.recovery_path},
                       {"resumed_step", in.resumed_step},
                       {"time_to_recovery_seconds", in.time_to_recovery_seconds}};
   if (in.cluster) j["cluster"] = ClusterToJson(*in.cluster);
@@ -162,6 +163,7 @@ Result<Incident> IncidentFromJson(const nlohmann::json& j) {
     in.outcome = j.value("outcome", "");
     in.playbook = j.value("playbook", "");
     in.checkpoint = j.value("checkpoint", "");
+    in.recovery_path = j.value("recovery_path", "");
     in.resumed_step = j.value("resumed_step", int64_t{-1});
     in.time_to_recovery_seconds = j.value("time_to_recovery_seconds", -1.0);
     if (j.contains("cluster") && j["cluster"].is_object())
@@ -236,7 +238,11 @@ std::string FormatIncidentRow(const Incident& in) {
                                             "verify_progress"};
   std::map<std::string, double> secs;
   for (const StepRecord& s : in.steps) {
-    if (s.result != "skipped") secs[s.name] += s.seconds();
+    if (s.result == "skipped") continue;
+    const std::string phase = s.name == "abort_ranks" ? "stop_ranks"
+                              : s.name == "rejoin"    ? "relaunch"
+                                                      : s.name;
+    secs[phase] += s.seconds();
   }
   std::string out =
       fmt::format("{:<28} {:<20} {:<5} {:<12}", in.id, in.fault.fault_class,
@@ -257,6 +263,15 @@ std::string FormatIncidentRow(const Incident& in) {
   out += in.time_to_recovery_seconds >= 0 ? fmt::format(" {:8.2f}s", in.time_to_recovery_seconds)
                                           : fmt::format(" {:>9}", "-");
   out += fmt::format("  {}\n", StepOrDash(in.resumed_step));
+  if (!in.recovery_path.empty() && in.recovery_path != "relaunch") {
+    out += "  path: " + in.recovery_path;
+    for (const StepRecord& s : in.steps) {
+      if (s.name == "abort_ranks" || s.name == "rejoin") {
+        out += fmt::format(", {} {:.3f}s ({})", s.name, s.seconds(), s.detail);
+      }
+    }
+    out += "\n";
+  }
   if (in.cluster) out += FormatClusterView(*in.cluster);
   return out;
 }

@@ -69,6 +69,11 @@ struct Incident {
   std::string outcome = "recovering";
   std::string playbook;    // the playbook that ran
   std::string checkpoint;  // what the relaunch resumed from ("" = from scratch)
+  // How the ranks came back: "in-process" (every rank rejoined in its own
+  // process), "spare" (warm spares took the place of dead ranks, the rest
+  // rejoined in-process), "relaunch" (some or all ranks were started anew);
+  // "" for a record older than the field.
+  std::string recovery_path;
   int64_t resumed_step = -1;
   // From the fault to the first progress after the relaunch; < 0 until then.
   double time_to_recovery_seconds = -1;
@@ -94,10 +99,11 @@ Status WriteIncident(const std::string& state_dir, const Incident& incident);
 // unreadable record -> kDataLoss naming the file.
 Result<std::vector<Incident>> ReadIncidents(const std::string& state_dir);
 
-// The table `anxin incidents` prints: a row per incident with the seconds of
-// each playbook phase (stop, clear, reset, links, ckpt, launch, verify; site
-// steps and escalation together as "other"), the time to recovery and the
-// step resumed; under a multi-node incident, its cluster view. "" for none.
+// The table `anxin incidents` prints: a row per incident with the seconds of each playbook phase
+// (stop, clear, reset, links, ckpt, launch, verify; an in-process restart's abort_ranks counts as
+// stop and its rejoin as launch; site steps and escalation together as "other"), the time to
+// recovery and the step resumed; under an in-process or spare recovery a "path:" line with its
+// abort and rejoin; under a multi-node incident, its cluster view. "" for none.
 std::string FormatIncidentTable(const std::vector<Incident>& incidents);
 
 }  // namespace anxin::run

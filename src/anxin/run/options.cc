@@ -111,6 +111,17 @@ Status LoadLimits(const RunFlags& f, const Section& section, SupervisorOptions& 
                          Duration(f.link_timeout, "--link-timeout", section, "link_timeout", 60));
   ANXIN_ASSIGN_OR_RETURN(so.verify_timeout_seconds, Duration(f.verify_timeout, "--verify-timeout",
                                                              section, "verify_timeout", 300));
+  ANXIN_ASSIGN_OR_RETURN(so.abort_timeout_seconds,
+                         Duration(f.abort_timeout, "--abort-timeout", std::nullopt, "", 5));
+  if (so.abort_timeout_seconds <= 0) return InvalidArgument("--abort-timeout: must be above 0");
+  so.in_process = !f.no_in_process;
+  if (f.warm_spares < 0) return InvalidArgument("--warm-spares: must be 0 or more");
+  if (f.warm_spares > 0 && f.no_in_process) {
+    return InvalidArgument(
+        "--warm-spares needs in-process restart: a spare joins through anxin_sdk.run(); drop "
+        "--no-in-process");
+  }
+  so.warm_spares = f.warm_spares;
   if (!f.hang_timeout.empty()) {
     ANXIN_ASSIGN_OR_RETURN(const double h,
                            Duration(f.hang_timeout, "--hang-timeout", std::nullopt, "", 0));

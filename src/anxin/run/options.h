@@ -61,6 +61,10 @@ struct RunFlags {
   std::string playbook;  // a YAML file of playbooks over the run: section's
   int min_nproc = -1;
   bool no_prefix = false;
+  // In-process restart and warm spares (docs/recovery.md).
+  bool no_in_process = false;
+  std::string abort_timeout;  // "" = 5s
+  int warm_spares = 0;
   // Multi-node (docs/recovery.md, "Many nodes").
   std::string rdzv_endpoint;  // etcd: host:port[,host:port...]
   std::string rdzv_id;        // "": the job id (ANXIN_JOB_ID, SLURM_JOB_ID)

@@ -51,6 +51,31 @@ TEST(RunOptionsTest, DefaultsWithoutFlagsOrConfiguration) {
   EXPECT_EQ(o->playbooks->For("hang").steps[0].timeout_seconds, 5);  // stop grace
 }
 
+TEST(RunOptionsTest, InProcessRestartAndWarmSpares) {
+  auto o = LoadSupervisorOptions(Flags(), GlobalConfig{});
+  ASSERT_THAT(o, IsOk());
+  EXPECT_TRUE(o->in_process);
+  EXPECT_EQ(o->abort_timeout_seconds, 5);
+  EXPECT_EQ(o->warm_spares, 0);
+  RunFlags f = Flags();
+  f.abort_timeout = "1500ms";
+  f.warm_spares = 2;
+  o = LoadSupervisorOptions(f, GlobalConfig{});
+  ASSERT_THAT(o, IsOk());
+  EXPECT_EQ(o->abort_timeout_seconds, 1.5);
+  EXPECT_EQ(o->warm_spares, 2);
+  f.no_in_process = true;
+  EXPECT_THAT(LoadSupervisorOptions(f, GlobalConfig{}), HasCode(ErrorCode::kInvalidArgument));
+  f.warm_spares = 0;
+  o = LoadSupervisorOptions(f, GlobalConfig{});
+  ASSERT_THAT(o, IsOk());
+  EXPECT_FALSE(o->in_process);
+  f.abort_timeout = "0s";
+  auto bad = LoadSupervisorOptions(f, GlobalConfig{});
+  ASSERT_THAT(bad, HasCode(ErrorCode::kInvalidArgument));
+  EXPECT_THAT(bad.error().message(), HasSubstr("--abort-timeout"));
+}
+
 TEST(RunOptionsTest, StateDirComesFromTheFlagThenTheRunSectionThenTheDefault) {
   GlobalConfig config = Config("run:\n  state_dir: /var/lib/anxin\n");
   auto flag = ResolveStateDir("/tmp/s", config);

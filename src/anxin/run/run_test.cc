@@ -1,10 +1,16 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <thread>
 
 #include "anxin/base/http.h"
@@ -17,6 +23,7 @@
 #include "anxin/run/journal.h"
 #include "anxin/run/launch.h"
 #include "anxin/run/playbook.h"
+#include "anxin/run/rank_control.h"
 #include "anxin/run/sha256.h"
 #include "anxin/run/signatures.h"
 #include "anxin/run/supervisor.h"
@@ -274,11 +281,13 @@ TEST(JournalTest, RoundTrip) {
   s.result = "ok";
   in.steps.push_back(s);
   in.outcome = "recovered";
+  in.recovery_path = "in-process";
   in.time_to_recovery_seconds = 3.5;
   ASSERT_TRUE(WriteIncident(dir.path(), in));
   auto all = ReadIncidents(dir.path());
   ASSERT_TRUE(all) << all.error().ToString();
   ASSERT_EQ(all->size(), 1u);
+  EXPECT_EQ((*all)[0].recovery_path, "in-process");
   EXPECT_EQ((*all)[0].fault.evidence, in.fault.evidence);
   EXPECT_NEAR((*all)[0].steps[0].seconds(), 0.25, 0.002);
   EXPECT_EQ((*all)[0].outcome, "recovered");
@@ -342,6 +351,99 @@ TEST(JournalTest, TableHasAColumnPerPhaseAndTheClusterViewUnderItsRow) {
                                            "-", "-", "-", "-", "-", "-", "-", "-"}));
   // The header and the rows share their column edges.
   EXPECT_EQ(lines[0].find("RECOVERY") + 8, lines[1].find("9.50s") + 5);
+}
+
+// A rank's end of the control socket, as anxin_sdk.run() speaks it.
+struct ControlClient {
+  int fd = -1;
+  explicit ControlClient(const std::string& address) {
+    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    const std::string name = address.substr(1);  // '@': abstract
+    std::memcpy(addr.sun_path + 1, name.data(), name.size());
+    EXPECT_EQ(connect(fd, reinterpret_cast<const sockaddr*>(&addr),
+                      static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size())),
+              0);
+  }
+  ~ControlClient() { close(fd); }
+  void Say(const std::string& line) {
+    ASSERT_EQ(send(fd, line.data(), line.size(), MSG_NOSIGNAL), static_cast<ssize_t>(line.size()));
+  }
+  // One line, "" at EOF.
+  std::string Hear() {
+    std::string line;
+    char c;
+    while (recv(fd, &c, 1, 0) == 1) {
+      if (c == '\n') return line;
+      line += c;
+    }
+    return line;
+  }
+};
+
+TEST(RankControlTest, AbortAndRejoinTravelAsLinesAndAnswersAreCounted) {
+  auto control = RankControl::Start();
+  ASSERT_TRUE(control) << control.error().ToString();
+  RankControl& rc = **control;
+  EXPECT_EQ(rc.address().front(), '@');
+  EXPECT_THAT(rc.Send("rank-0-0", {{"abort", {{"generation", 1}}}}),
+              HasCode(ErrorCode::kUnavailable));
+  ControlClient r0(rc.address()), r1(rc.address()), spare(rc.address());
+  std::atomic<int> spares_ready{0};
+  rc.OnSpareReady([&] { ++spares_ready; });
+  r0.Say("not json\n{\"aborted\": {\"generation\": 1}}\n");  // before hello: ignored
+  r0.Say("{\"hello\": {\"token\": \"rank-0-0\", \"pid\": 1}}\n");
+  r1.Say("{\"hello\": {\"token\": \"rank-1-0\", \"pid\": 2}}\n");
+  spare.Say("{\"hello\": {\"token\": \"spare-0\"}}\n{\"spare_ready\": {}}\n");
+  ASSERT_TRUE(WaitFor([&] { return rc.Connected("rank-0-0") && rc.Connected("rank-1-0"); },
+                      std::chrono::seconds(10)));
+  ASSERT_TRUE(WaitFor([&] { return rc.SpareReady("spare-0"); }, std::chrono::seconds(10)));
+  EXPECT_EQ(spares_ready.load(), 1);
+  EXPECT_FALSE(rc.SpareReady("rank-0-0"));
+
+  ASSERT_TRUE(rc.Send("rank-0-0", {{"abort", {{"generation", 1}}}}));
+  ASSERT_TRUE(rc.Send("rank-1-0", {{"abort", {{"generation", 1}}}}));
+  EXPECT_EQ(nlohmann::json::parse(r0.Hear())["abort"]["generation"], 1);
+  EXPECT_EQ(nlohmann::json::parse(r1.Hear())["abort"]["generation"], 1);
+  r0.Say("{\"aborted\": {\"generation\": 1}}\n");
+  r1.Say("{\"aborted\": {\"generation\": 0}}\n");  // an old generation's answer counts not
+  // rank 1 never answers for generation 1: the deadline ends the wait.
+  auto t0 = std::chrono::steady_clock::now();
+  auto answered = rc.WaitAborted({"rank-0-0", "rank-1-0"}, 1, t0 + std::chrono::milliseconds(300),
+                                 [](const std::string&) { return false; });
+  EXPECT_EQ(answered, std::set<std::string>{"rank-0-0"});
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(300));
+  // A rank whose process is gone does not hold the wait up.
+  t0 = std::chrono::steady_clock::now();
+  answered = rc.WaitAborted({"rank-0-0", "rank-1-0"}, 1, t0 + std::chrono::seconds(30),
+                            [](const std::string& t) { return t == "rank-1-0"; });
+  EXPECT_EQ(answered, std::set<std::string>{"rank-0-0"});
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
+
+  // The spare is given its rank; a rejoin makes it a spare no more.
+  ASSERT_TRUE(rc.Send("spare-0", {{"rejoin", {{"generation", 1}, {"env", {{"RANK", "1"}}}}}}));
+  EXPECT_EQ(nlohmann::json::parse(spare.Hear())["rejoin"]["env"]["RANK"], "1");
+  EXPECT_FALSE(rc.SpareReady("spare-0"));
+  // Forget closes the connection: the rank sees EOF (the SDK then exits).
+  rc.Forget("rank-1-0");
+  EXPECT_EQ(r1.Hear(), "");
+  EXPECT_FALSE(rc.Connected("rank-1-0"));
+  EXPECT_THAT(rc.Send("rank-1-0", {{"abort", {{"generation", 2}}}}),
+              HasCode(ErrorCode::kUnavailable));
+}
+
+TEST(RankControlTest, AConnectionThatClosesIsNoLongerConnected) {
+  auto control = RankControl::Start();
+  ASSERT_TRUE(control);
+  {
+    ControlClient c((*control)->address());
+    c.Say("{\"hello\": {\"token\": \"rank-0-3\"}}\n");
+    ASSERT_TRUE(
+        WaitFor([&] { return (*control)->Connected("rank-0-3"); }, std::chrono::seconds(10)));
+  }
+  EXPECT_TRUE(
+      WaitFor([&] { return !(*control)->Connected("rank-0-3"); }, std::chrono::seconds(10)));
 }
 
 TEST(TemplateTest, Expands) {

@@ -26,6 +26,7 @@
 #include "anxin/monitor/sdk_wire_format.h"
 #include "anxin/run/detector.h"
 #include "anxin/run/journal.h"
+#include "anxin/run/rank_control.h"
 
 namespace anxin::run {
 namespace {
@@ -106,11 +107,19 @@ struct Supervisor::Impl {
     ExitStatus status;
     Fault fault;
   };
+  // What a process's output and exit are filed under; a warm spare (rank
+  // -1) or a rank that rejoins a new generation in its process changes it.
+  struct Slot {
+    std::atomic<int> rank{-1};
+    std::atomic<int> attempt{-1};
+    std::string token;    // ANXIN_CONTROL_TOKEN
+    FILE* log = nullptr;  // under out_mu
+  };
   struct Rank {
     RankPlan plan;
     std::unique_ptr<Subprocess> proc;
     std::thread waiter;
-    FILE* log = nullptr;
+    std::shared_ptr<Slot> slot;
     bool exited = false;
     bool ok = false;
   };
@@ -167,9 +176,8 @@ struct Supervisor::Impl {
     if (!s) spdlog::warn("anxin run: journal: {}", s.error().Describe());
   }
 
-  // Starts every rank of `attempt`.
-  Status Launch() {
-    const int a = attempt.load();
+  // The ranks of the next launch: this node's place and a fresh port.
+  Result<std::vector<RankPlan>> PlanLaunch() {
     LaunchPlanOptions lo = o.launch;
     lo.nproc_per_node = nproc;
     lo.excluded_devices = excluded;
@@ -181,90 +189,160 @@ struct Supervisor::Impl {
     } else if (o.pick_port) {
       ANXIN_ASSIGN_OR_RETURN(lo.master_port, PickFreePort());
     }
-    ANXIN_ASSIGN_OR_RETURN(std::vector<RankPlan> plans, PlanRanks(lo, devices, nodes));
+    return PlanRanks(lo, devices, nodes);
+  }
+
+  std::vector<std::string> JobArgv(int a) const {
     std::vector<std::string> argv;
     for (const std::string& s : o.command) {
       argv.push_back(ExpandTemplate(s, checkpoint_path, checkpoint_step, a));
     }
-    ranks.clear();
-    ranks.resize(plans.size());
+    return argv;
+  }
+
+  // The environment of rank `plan` in attempt a, beyond the inherited one.
+  std::vector<std::string> RankEnv(const RankPlan* plan, int a) const {
+    std::vector<std::string> env;
+    if (plan != nullptr) env = plan->env;
+    for (const std::string& e : o.env) {
+      env.push_back(ExpandTemplate(e, checkpoint_path, checkpoint_step, a));
+    }
+    env.push_back("ANXIN_RUN_ATTEMPT=" + std::to_string(a));
+    env.push_back("ANXIN_RESUME_CHECKPOINT=" + checkpoint_path);
+    env.push_back("ANXIN_RESUME_STEP=" + std::to_string(checkpoint_step));
+    return env;
+  }
+
+  // Opens LOG_DIR/NAME.log for appending (nullptr without --log-dir).
+  Result<FILE*> OpenLog(const std::string& name, const std::string& banner) {
+    if (o.log_dir.empty()) return nullptr;
+    const std::string path = o.log_dir + "/" + name + ".log";
+    FILE* f = std::fopen(path.c_str(), "ae");
+    if (f == nullptr) return std::unexpected(ErrnoError(errno, "opening the rank log " + path));
+    std::fprintf(f, "--- anxin run: %s ---\n", banner.c_str());
+    std::fflush(f);
+    return f;
+  }
+
+  // Starts one process of the job's command into r: rank `rank` of attempt
+  // a (plan set), or a warm spare (plan null, rank -1).
+  Status StartProcess(Rank& r, int rank, int a, const RankPlan* plan, const std::string& token,
+                      FILE* log) {
+    auto slot = std::make_shared<Slot>();
+    slot->rank.store(rank);
+    slot->attempt.store(a);
+    slot->token = token;
+    slot->log = log;
+    r.slot = slot;
+    r.exited = r.ok = false;
+    if (plan != nullptr) r.plan = *plan;
+    SubprocessOptions so;
+    so.argv = JobArgv(a);
+    so.env = RankEnv(plan, a);
+    if (plan == nullptr) so.env.push_back("ANXIN_SPARE=1");
+    if (!o.sdk_socket.empty()) so.env.push_back("ANXIN_AGENT_SOCKET=" + o.sdk_socket);
+    if (control) {
+      so.env.push_back("ANXIN_CONTROL_SOCKET=" + control->address());
+      so.env.push_back("ANXIN_CONTROL_TOKEN=" + token);
+    }
+    so.stop_grace = std::chrono::milliseconds(static_cast<int64_t>(o.stop_grace_seconds * 1000));
+    auto on_line = [this, slot](const OutputLine& l, FILE* copy) {
+      const auto now = clock->Now();
+      const int rk = slot->rank.load();
+      const int at = slot->attempt.load();
+      {
+        std::lock_guard lock(out_mu);
+        if (slot->log != nullptr) {
+          std::fwrite(l.text.data(), 1, l.text.size(), slot->log);
+          std::fputc('\n', slot->log);
+          std::fflush(slot->log);
+        }
+        if (o.prefix_output) {
+          if (rk >= 0) {
+            std::fprintf(copy, "[rank %d] %s\n", rk, l.text.c_str());
+          } else {
+            std::fprintf(copy, "[%s] %s\n", slot->token.c_str(), l.text.c_str());
+          }
+          std::fflush(copy);
+        }
+      }
+      if (rk < 0 || attempt.load() != at) return;
+      for (auto& d : detectors) d->OnLine(rk, l.text, now);
+    };
+    so.on_stdout = [on_line](const OutputLine& l) { on_line(l, stdout); };
+    so.on_stderr = [on_line](const OutputLine& l) { on_line(l, stderr); };
+    const bool bind = plan != nullptr && o.launch.numa_bind && !plan->cpus.empty();
+    if (bind) {
+      Status b = BindCurrentThread(plan->cpus, plan->numa_node);
+      if (!b) spdlog::warn("anxin run: rank {}: {}", rank, b.error().Describe());
+    }
+    auto child = Subprocess::Start(std::move(so));
+    if (bind) (void)BindCurrentThread({}, -1);
+    if (!child) return std::unexpected(child.error().With("starting " + token));
+    r.proc = std::move(*child);
+    Subprocess* proc = r.proc.get();
+    r.waiter = std::thread([this, proc, slot] {
+      auto st = proc->Wait();
+      if (!st) return;
+      const int rk = slot->rank.load();
+      const int at = slot->attempt.load();
+      if (rk >= 0 && attempt.load() == at) {
+        for (auto& d : detectors) d->OnExit(rk, *st, clock->Now());
+      }
+      Event e;
+      e.kind = Event::kExit;
+      e.attempt = rk >= 0 ? at : -1;  // a spare's exit is no rank's
+      e.rank = rk;
+      e.status = *st;
+      Push(std::move(e));
+    });
+    return Ok();
+  }
+
+  // The detectors and the progress tracker start watching attempt a.
+  Status StartWatching(int a) {
     progress.Restart(clock->Now());
     AttemptInfo info;
     info.attempt = a;
     info.started = clock->Now();
-    for (const RankPlan& p : plans) info.devices.push_back(p.device_index);
+    for (const Rank& r : ranks) info.devices.push_back(r.plan.device_index);
     for (auto& d : detectors) ANXIN_TRY(d->Start(info));
+    return Ok();
+  }
+
+  // Starts every rank of `attempt`.
+  Status Launch() {
+    const int a = attempt.load();
+    ANXIN_ASSIGN_OR_RETURN(std::vector<RankPlan> plans, PlanLaunch());
+    ranks.clear();
+    ranks.resize(plans.size());
+    for (size_t i = 0; i < plans.size(); ++i) ranks[i].plan = plans[i];
+    ANXIN_TRY(StartWatching(a));
     for (size_t i = 0; i < plans.size(); ++i) {
-      Rank& r = ranks[i];
-      r.plan = plans[i];
-      for (const std::string& note : r.plan.notes) spdlog::debug("anxin run: rank {}: {}", i, note);
-      if (!o.log_dir.empty()) {
-        const std::string path = o.log_dir + "/rank-" + std::to_string(i) + ".log";
-        r.log = std::fopen(path.c_str(), "ae");
-        if (r.log == nullptr) {
-          return std::unexpected(ErrnoError(errno, "opening the rank log " + path));
-        }
-        std::fprintf(r.log, "--- anxin run: attempt %d, rank %zu ---\n", a, i);
-        std::fflush(r.log);
-      }
-      SubprocessOptions so;
-      so.argv = argv;
-      so.env = r.plan.env;
-      for (const std::string& e : o.env) {
-        so.env.push_back(ExpandTemplate(e, checkpoint_path, checkpoint_step, a));
-      }
-      so.env.push_back("ANXIN_RUN_ATTEMPT=" + std::to_string(a));
-      so.env.push_back("ANXIN_RESUME_CHECKPOINT=" + checkpoint_path);
-      so.env.push_back("ANXIN_RESUME_STEP=" + std::to_string(checkpoint_step));
-      if (!o.sdk_socket.empty()) so.env.push_back("ANXIN_AGENT_SOCKET=" + o.sdk_socket);
-      so.stop_grace = std::chrono::milliseconds(static_cast<int64_t>(o.stop_grace_seconds * 1000));
       const int rank = static_cast<int>(i);
-      FILE* log = r.log;
-      auto on_line = [this, rank, log, a](const OutputLine& l, FILE* copy) {
-        const auto now = clock->Now();
-        {
-          std::lock_guard lock(out_mu);
-          if (log != nullptr) {
-            std::fwrite(l.text.data(), 1, l.text.size(), log);
-            std::fputc('\n', log);
-            std::fflush(log);
-          }
-          if (o.prefix_output) {
-            std::fprintf(copy, "[rank %d] %s\n", rank, l.text.c_str());
-            std::fflush(copy);
-          }
-        }
-        if (attempt.load() != a) return;
-        for (auto& d : detectors) d->OnLine(rank, l.text, now);
-      };
-      so.on_stdout = [on_line](const OutputLine& l) { on_line(l, stdout); };
-      so.on_stderr = [on_line](const OutputLine& l) { on_line(l, stderr); };
-      if (lo.numa_bind && !r.plan.cpus.empty()) {
-        Status b = BindCurrentThread(r.plan.cpus, r.plan.numa_node);
-        if (!b) spdlog::warn("anxin run: rank {}: {}", i, b.error().Describe());
+      for (const std::string& note : plans[i].notes) {
+        spdlog::debug("anxin run: rank {}: {}", i, note);
       }
-      auto child = Subprocess::Start(std::move(so));
-      if (lo.numa_bind && !r.plan.cpus.empty()) (void)BindCurrentThread({}, -1);
-      if (!child) return std::unexpected(child.error().With("starting rank " + std::to_string(i)));
-      r.proc = std::move(*child);
-      Subprocess* proc = r.proc.get();
-      r.waiter = std::thread([this, proc, rank, a] {
-        auto st = proc->Wait();
-        if (!st) return;
-        if (attempt.load() == a) {
-          for (auto& d : detectors) d->OnExit(rank, *st, clock->Now());
-        }
-        Event e;
-        e.kind = Event::kExit;
-        e.attempt = a;
-        e.rank = rank;
-        e.status = *st;
-        Push(std::move(e));
-      });
+      ANXIN_ASSIGN_OR_RETURN(
+          FILE * log, OpenLog("rank-" + std::to_string(i),
+                              "attempt " + std::to_string(a) + ", rank " + std::to_string(i)));
+      ANXIN_TRY(StartProcess(ranks[i], rank, a, &plans[i],
+                             "rank-" + std::to_string(i) + "-" + std::to_string(a), log));
     }
-    spdlog::info("anxin run: attempt {}: started {} ranks: {}", a, ranks.size(), Quote(argv));
+    spdlog::info("anxin run: attempt {}: started {} ranks: {}", a, ranks.size(), Quote(JobArgv(a)));
     SaveState("running");
     return Ok();
+  }
+
+  // Reaps r's process (stopped or exited) and closes its log and connection.
+  void Reap(Rank& r) {
+    if (r.waiter.joinable()) r.waiter.join();
+    if (r.slot) {
+      if (control) control->Forget(r.slot->token);
+      std::lock_guard lock(out_mu);
+      if (r.slot->log != nullptr) std::fclose(r.slot->log);
+      r.slot->log = nullptr;
+    }
   }
 
   // TERM to every rank's process group, the grace period, then KILL.
@@ -288,11 +366,7 @@ struct Supervisor::Impl {
         (void)r.proc->Stop(std::chrono::nanoseconds(0));
       }
     }
-    for (Rank& r : ranks) {
-      if (r.waiter.joinable()) r.waiter.join();
-      if (r.log != nullptr) std::fclose(r.log);
-      r.log = nullptr;
-    }
+    for (Rank& r : ranks) Reap(r);
     return std::to_string(running) + " running rank(s) stopped" +
            (killed > 0 ? ", " + std::to_string(killed) + " needed SIGKILL" : "");
   }
@@ -725,6 +799,8 @@ struct Supervisor::Impl {
       spdlog::error("anxin run: giving up: {}", decision.why);
       return decision.verdict == Coordinator::Verdict::kStorm ? kExitRestartStorm : 1;
     }
+    if (forced == nullptr && !escalate && InProcessEligible(fault)) return RecoverInProcess(in);
+    in.recovery_path = "relaunch";
     const Playbook& book = forced != nullptr ? *forced : playbooks.For(fault.fault_class);
     in.playbook = book.name;
     std::vector<int> devs = JobDevices();
@@ -970,8 +1046,253 @@ struct Supervisor::Impl {
   }
   uint64_t counter_sequence = 0;
 
+  // ---- In-process restart and warm spares (docs/recovery.md, "In-process
+  // restart and warm spares"). The mechanism is RankControl; what follows
+  // decides which ranks keep their processes.
+
+  std::unique_ptr<RankControl> control;
+  std::vector<Rank> spares;  // warm spares, rank -1 until activated
+  int spare_serial = 0;
+  int spare_failures = 0;  // spares that exited without being activated
+
+  static bool IsDeviceClass(const std::string& c) {
+    return c == "device_error" || c == "device_lost" || c == "link_down" ||
+           c == "ecc_uncorrectable";
+  }
+
+  bool Answers(const Rank& r) const {
+    return r.proc && r.proc->Running() && r.slot && control->Connected(r.slot->token);
+  }
+
+  // An in-process recovery needs a fault that left the devices alone, no
+  // site playbook of its own, and at least one rank (or spare) under
+  // anxin_sdk.run() to keep.
+  bool InProcessEligible(const Fault& f) const {
+    if (!control || !o.in_process) return false;
+    if (IsDeviceClass(f.fault_class) || f.fault_class == "supervisor_restart") return false;
+    if (o.playbooks && o.playbooks->by_fault.contains(f.fault_class)) return false;
+    for (const Rank& r : ranks) {
+      if (Answers(r)) return true;
+    }
+    for (const Rank& r : spares) {
+      if (control->SpareReady(r.slot->token)) return true;
+    }
+    return false;
+  }
+
+  // Spares that died are reaped; the pool is filled up to --warm-spares.
+  void MaintainSpares() {
+    if (o.warm_spares <= 0 || !control) return;
+    for (auto it = spares.begin(); it != spares.end();) {
+      if (it->proc && it->proc->Running()) {
+        ++it;
+        continue;
+      }
+      ++spare_failures;
+      spdlog::warn("anxin run: warm spare {} exited before it was needed", it->slot->token);
+      Reap(*it);
+      it = spares.erase(it);
+    }
+    const int limit = 2 * o.warm_spares + 2;
+    while (static_cast<int>(spares.size()) < o.warm_spares && spare_failures <= limit) {
+      const std::string token = "spare-" + std::to_string(spare_serial++);
+      auto log = OpenLog(token, "warm spare");
+      Rank r;
+      Status st = log ? StartProcess(r, -1, -1, nullptr, token, *log)
+                      : Status(std::unexpected(log.error()));
+      if (!st) {
+        spdlog::warn("anxin run: warm spare: {}", st.error().Describe());
+        ++spare_failures;
+        Reap(r);
+        continue;
+      }
+      spares.push_back(std::move(r));
+    }
+  }
+
+  void StopSpares() {
+    for (Rank& r : spares) {
+      if (r.proc) (void)r.proc->Stop(std::chrono::milliseconds(200));
+      Reap(r);
+    }
+    spares.clear();
+  }
+
+  // Takes a ready spare out of the pool; nullopt when none is ready.
+  std::optional<Rank> TakeSpare() {
+    for (auto it = spares.begin(); it != spares.end(); ++it) {
+      if (it->proc && it->proc->Running() && control->SpareReady(it->slot->token)) {
+        Rank r = std::move(*it);
+        spares.erase(it);
+        return r;
+      }
+    }
+    return std::nullopt;
+  }
+
+  // The recovery of a fault that did not touch the devices, with in-process
+  // restart: abort the ranks that answer, kill the rest, agree on the
+  // checkpoint, then each rank of the new generation rejoins in its process,
+  // is taken by a warm spare, or is started anew. Returns the exit status
+  // when the run must end.
+  std::optional<int> RecoverInProcess(Incident& in) {
+    in.playbook = "in-process";
+    for (auto& d : detectors) d->Stop();
+    const int gen = next_generation;
+
+    StepRecord s = Begin(in, "abort_ranks");
+    std::vector<std::string> asked;
+    for (Rank& r : ranks) {
+      if (Answers(r) && control->Send(r.slot->token, {{"abort", {{"generation", gen}}}})) {
+        asked.push_back(r.slot->token);
+      }
+    }
+    const auto deadline =
+        std::chrono::steady_clock::now() +
+        std::chrono::milliseconds(static_cast<int64_t>(o.abort_timeout_seconds * 1000));
+    const std::set<std::string> answered =
+        control->WaitAborted(asked, gen, deadline, [this](const std::string& token) {
+          for (const Rank& r : ranks) {
+            if (r.slot && r.slot->token == token) return !r.proc || !r.proc->Running();
+          }
+          return true;
+        });
+    int exited = 0, killed = 0;
+    std::vector<bool> keep(ranks.size(), false);
+    for (size_t i = 0; i < ranks.size(); ++i) {
+      Rank& r = ranks[i];
+      if (r.slot && answered.contains(r.slot->token)) {
+        keep[i] = true;
+        continue;
+      }
+      if (r.proc && r.proc->Running()) {
+        ++killed;
+        (void)r.proc->Stop(std::chrono::nanoseconds(0));
+      } else {
+        ++exited;
+      }
+      Reap(r);
+      r.proc.reset();
+    }
+    End(in, s, "ok",
+        fmt::format("{} rank(s) aborted in their processes, {} had exited, {} did not answer "
+                    "within {} and were killed",
+                    answered.size(), exited, killed, FormatSeconds(o.abort_timeout_seconds)));
+
+    StepRecord c = Begin(in, "select_checkpoint");
+    SelectCheckpoint(in, c);
+    if (auto rc = ClusterStop(in)) {
+      StopRanks(o.stop_grace_seconds);
+      return rc;
+    }
+
+    StepRecord j = Begin(in, "rejoin");
+    ++state.restarts;
+    ++state.restarts_without_progress;
+    state.attempt = next_generation;
+    attempt.store(state.attempt);
+    const int a = state.attempt;
+    in.checkpoint = checkpoint_path;
+    auto plans = PlanLaunch();
+    if (!plans) {
+      End(in, j, "failed", plans.error().Describe());
+      StopRanks(0);
+      in.outcome = "gave_up";
+      Journal(in);
+      return 1;
+    }
+    std::vector<Rank> old = std::move(ranks);
+    ranks.clear();
+    ranks.resize(plans->size());
+    for (size_t i = 0; i < plans->size(); ++i) ranks[i].plan = (*plans)[i];
+    (void)StartWatching(a);
+    int rejoined = 0, from_spare = 0, started = 0;
+    std::string failures;
+    for (size_t i = 0; i < plans->size(); ++i) {
+      const RankPlan& plan = (*plans)[i];
+      const int rank = static_cast<int>(i);
+      std::vector<std::string> env = RankEnv(&plan, a);
+      nlohmann::json env_json = nlohmann::json::object();
+      for (const std::string& e : env) {
+        const size_t eq = e.find('=');
+        if (eq != std::string::npos) env_json[e.substr(0, eq)] = e.substr(eq + 1);
+      }
+      const nlohmann::json msg = {{"rejoin",
+                                   {{"generation", a},
+                                    {"env", env_json},
+                                    {"checkpoint", checkpoint_path},
+                                    {"step", checkpoint_step}}}};
+      // Its own process first, else a warm spare, else a new process.
+      std::optional<Rank> take;
+      if (i < old.size() && keep[i]) {
+        take = std::move(old[i]);
+        old[i].proc.reset();
+      } else {
+        take = TakeSpare();
+      }
+      if (take) {
+        const bool spare = take->slot->rank.load() < 0;
+        take->slot->rank.store(rank);
+        take->slot->attempt.store(a);
+        if (spare) {
+          auto log = OpenLog("rank-" + std::to_string(i), "attempt " + std::to_string(a) +
+                                                              ", rank " + std::to_string(i) +
+                                                              ", from " + take->slot->token);
+          std::lock_guard lock(out_mu);
+          if (take->slot->log != nullptr) std::fclose(take->slot->log);
+          take->slot->log = log ? *log : nullptr;
+        }
+        take->plan = plan;
+        take->exited = take->ok = false;
+        if (control->Send(take->slot->token, msg)) {
+          (spare ? from_spare : rejoined)++;
+          ranks[i] = std::move(*take);
+          continue;
+        }
+        (void)take->proc->Stop(std::chrono::nanoseconds(0));  // gone meanwhile
+        Reap(*take);
+      }
+      auto log = OpenLog("rank-" + std::to_string(i),
+                         "attempt " + std::to_string(a) + ", rank " + std::to_string(i));
+      Status st = log ? StartProcess(ranks[i], rank, a, &plan,
+                                     "rank-" + std::to_string(i) + "-" + std::to_string(a), *log)
+                      : Status(std::unexpected(log.error()));
+      if (!st) failures += st.error().Describe() + "; ";
+      ++started;
+    }
+    for (size_t i = 0; i < old.size(); ++i) {  // survivors the new generation has no place for
+      if (old[i].proc) {
+        (void)old[i].proc->Stop(std::chrono::nanoseconds(0));
+        Reap(old[i]);
+      }
+    }
+    in.recovery_path = started > 0 ? "relaunch" : from_spare > 0 ? "spare" : "in-process";
+    if (!failures.empty()) {
+      End(in, j, "failed", failures.substr(0, failures.size() - 2));
+      StopRanks(0);
+      in.outcome = "gave_up";
+      Journal(in);
+      return 1;
+    }
+    End(in, j, "ok",
+        fmt::format("attempt {}: {} rank(s) rejoined in their processes, {} from warm spares, {} "
+                    "started anew, {}",
+                    a, rejoined, from_spare, started,
+                    checkpoint_path.empty() ? "from scratch" : "from " + checkpoint_path));
+    SendCounters(in.fault.fault_class, 0);
+    SaveState("running");
+    MaintainSpares();
+    PlaybookStep verify;
+    verify.kind = StepKind::kVerifyProgress;
+    verify.timeout_seconds = o.verify_timeout_seconds;
+    (void)RunStep(in, verify, {});
+    pending = std::move(in);
+    return std::nullopt;
+  }
+
   Result<int> Run() {
     auto rc = RunJob();
+    StopSpares();
     if (coordinator) coordinator->Finish(rc ? *rc : 3);
     // A stop request leaves the job resumable; an end for good does not.
     if (rc && !(*rc >= 128 && stop_signal.load() != 0)) SaveState("finished");
@@ -986,6 +1307,14 @@ struct Supervisor::Impl {
       coordinator = std::make_unique<LocalCoordinator>(o.max_restarts, o.storm_limit);
     }
     ANXIN_TRY(CreateDetectors());
+    if (o.in_process) {
+      auto rc = RankControl::Start();
+      if (rc) {
+        control = std::move(*rc);
+      } else {
+        spdlog::warn("anxin run: no in-process restart: {}", rc.error().Describe());
+      }
+    }
     ANXIN_ASSIGN_OR_RETURN(const int old_pid, o.resume ? LoadState() : Result<int>(0));
     if (old_pid != 0) {
       if (auto rc = ResumeJob(old_pid)) return *rc;
@@ -1023,6 +1352,7 @@ struct Supervisor::Impl {
       const auto now = clock->Now();
       for (auto& d : detectors) d->Tick(now);
       CheckVerify();
+      MaintainSpares();
     }
   }
 
@@ -1160,7 +1490,10 @@ Supervisor::Supervisor(SupervisorOptions options, device::DeviceBackend* backend
 }
 
 Supervisor::~Supervisor() {
-  if (impl_) impl_->StopRanks(impl_->o.stop_grace_seconds);
+  if (impl_) {
+    impl_->StopRanks(impl_->o.stop_grace_seconds);
+    impl_->StopSpares();
+  }
 }
 
 Result<int> Supervisor::Run() { return impl_->Run(); }

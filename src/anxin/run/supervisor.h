@@ -97,6 +97,16 @@ struct SupervisorOptions {
   std::string sdk_socket;
   std::string sdk_forward;
   bool prefix_output = true;  // copy rank output to stdout/stderr as "[rank N] ..."
+  // In-process restart (docs/recovery.md, "In-process
+  // restart and warm spares"): ranks that run under anxin_sdk.run() and
+  // survived a fault are aborted and rejoin the next generation in their
+  // processes; one that has not answered the abort within
+  // abort_timeout_seconds is killed and relaunched.
+  bool in_process = true;
+  double abort_timeout_seconds = 5;
+  // Processes of the job's command kept waiting in anxin_sdk.run() to take
+  // the place of a rank that died (requires in_process).
+  int warm_spares = 0;
   // The clock of the detectors, the playbook steps' deadlines and retry
   // delays, and the journal's times; nullptr = MonotonicClock() (a hang
   // timeout is not cut short by the system clock being set). Tests give a
