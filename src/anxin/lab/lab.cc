@@ -341,6 +341,7 @@ class Lab {
   Result<int> Run(StopOnSignals& signals);
 
  private:
+  Result<int> RunUntilStopped(StopOnSignals& signals);
   void Say(const std::string& line) {
     if (!json_) std::fprintf(stderr, "anxin lab: %s\n", line.c_str());
     spdlog::debug("lab: {}", line);
@@ -357,6 +358,7 @@ class Lab {
   Status StartPrometheus();
   Status WaitUntil(const std::function<bool()>& ready, double seconds, const std::string& what,
                    const Child* child);
+  bool Due(size_t i, double now);
   void Inject(size_t i);
   void Restore(size_t i);
   void Observe();
@@ -370,6 +372,7 @@ class Lab {
   std::string root_, dir_;
   std::string anxin_, python_, etcd_bin_, prometheus_bin_, alertmanager_bin_;
   std::string secret_;
+  std::stop_token stop_;
   std::unique_ptr<HttpServer> server_;
   std::vector<Child> etcd_;
   std::vector<int> etcd_peer_ports_;
@@ -439,6 +442,7 @@ Status Lab::WaitUntil(const std::function<bool()>& ready, double seconds, const 
                       const Child* child) {
   const auto deadline = std::chrono::steady_clock::now() + FromSeconds(seconds);
   while (std::chrono::steady_clock::now() < deadline) {
+    if (stop_.stop_requested()) return Cancelled("stopped while waiting for " + what);
     if (ready()) return Ok();
     if (child != nullptr && child->proc && !child->proc->Running()) {
       auto st = child->proc->Wait();
@@ -553,7 +557,13 @@ Status Lab::StartSupervisor(NodeState& n, double offset) {
   for (const Child& e : etcd_)
     endpoints += fmt::format("{}127.0.0.1:{}", endpoints.empty() ? "" : ",", e.port);
   int lost = 0;
-  for (const LabFault& f : plan_.faults) lost += f.kind == FaultKind::kLostNode;
+  // The barrier of a recovery waits for the node whose link is down (its
+  // playbook holds the relaunch until the link is up): longer than any outage.
+  double barrier = 30;
+  for (const LabFault& f : plan_.faults) {
+    lost += f.kind == FaultKind::kLostNode;
+    if (f.kind == FaultKind::kLinkDown) barrier = std::max(barrier, f.for_seconds + 30);
+  }
   const int n_nodes = static_cast<int>(nodes_.size());
   const std::string nnodes = lost == 0 ? std::to_string(n_nodes)
                                        : fmt::format("{}:{}", std::max(1, n_nodes - lost), n_nodes);
@@ -586,7 +596,7 @@ Status Lab::StartSupervisor(NodeState& n, double offset) {
                                               "--rdzv-id",
                                               kJobId,
                                               "--rdzv-timeout",
-                                              "15s",
+                                              fmt::format("{:.0f}s", barrier),
                                               "--master-addr",
                                               "127.0.0.1",
                                               "--nproc-per-node",
@@ -654,12 +664,13 @@ Status Lab::StartPrometheus() {
                            n->agent.port, n->name);
   }
   ANXIN_TRY(WriteText(pd + "/targets/lab.yml", targets));
+  const int port = prometheus_.port;  // chosen when notify's configuration was written
   ANXIN_ASSIGN_OR_RETURN(
-      prometheus_,
-      Start("prometheus", {prometheus_bin_, "--config.file=" + pd + "/prometheus.yml",
-                           "--storage.tsdb.path=" + pd + "/data",
-                           fmt::format("--web.listen-address=127.0.0.1:{}", prometheus_.port),
-                           "--log.level=warn"}));
+      prometheus_, Start("prometheus", {prometheus_bin_, "--config.file=" + pd + "/prometheus.yml",
+                                        "--storage.tsdb.path=" + pd + "/data",
+                                        fmt::format("--web.listen-address=127.0.0.1:{}", port),
+                                        "--log.level=warn"}));
+  prometheus_.port = port;
   ANXIN_TRY(Record());
   return WaitUntil([&] { return HttpOk(prometheus_.port, "/-/ready"); }, 90, "Prometheus",
                    &prometheus_);
@@ -689,6 +700,20 @@ HttpResponse Lab::Sink(const HttpRequest& req) {
   }
   (void)WriteText(dir_ + "/sink/" + fmt::format("{:.3f}", now) + ".json", req.body);
   return HttpResponse::Json(200, R"({"code":0,"msg":"success","data":{}})");
+}
+
+// A rank's fault waits until the rank steps (the job may still be forming
+// its world, or recovering from the fault before): a fault the job cannot
+// take yet would never fire.
+bool Lab::Due(size_t i, double now) {
+  const LabFault& f = plan_.faults[i];
+  if (f.kind != FaultKind::kHcclError && f.kind != FaultKind::kHang &&
+      f.kind != FaultKind::kCrash) {
+    return true;
+  }
+  NodeState& n = *nodes_[f.node];
+  std::lock_guard lock(n.mu);
+  return n.step_time > 0 && now - n.step_time < 2;
 }
 
 void Lab::Inject(size_t i) {
@@ -869,6 +894,17 @@ void Lab::StopAll() {
 }
 
 Result<int> Lab::Run(StopOnSignals& signals) {
+  stop_ = signals.token();
+  auto rc = RunUntilStopped(signals);
+  // A stop (lab down, Ctrl-C) while the lab was still starting is not an error.
+  if (!rc && signals.stop_requested()) {
+    StopAll();
+    return 128 + signals.signal();
+  }
+  return rc;
+}
+
+Result<int> Lab::RunUntilStopped(StopOnSignals& signals) {
   anxin_ = fs::read_symlink("/proc/self/exe").string();
   struct Need {
     const char* program;
@@ -884,7 +920,7 @@ Result<int> Lab::Run(StopOnSignals& signals) {
                      ? "/usr/bin/python3"
                      : FindProgram(need.program);
     if (need.into->empty()) {
-      return NotFound(fmt::format(
+      return FailedPrecondition(fmt::format(
           "{} not found in PATH: anxin lab runs the real one; install Debian's {} package "
           "(apt-get install {}, or scripts/install-deps)",
           need.program, need.package, need.package));
@@ -893,7 +929,7 @@ Result<int> Lab::Run(StopOnSignals& signals) {
   if (auto torch = RunCommand({python_, "-c", "import torch.distributed"},
                               {.timeout = std::chrono::seconds(120)});
       !torch || !torch->ok()) {
-    return NotFound(fmt::format(
+    return FailedPrecondition(fmt::format(
         "{} cannot import torch.distributed: the sample trainer needs PyTorch; install Debian's "
         "python3-torch package (apt-get install python3-torch, or scripts/install-deps)",
         python_));
@@ -986,7 +1022,7 @@ Result<int> Lab::Run(StopOnSignals& signals) {
   while (!signals.stop_requested()) {
     const double now = NowUnix();
     for (size_t i = 0; i < plan_.faults.size(); ++i) {
-      if (injected_at_[i] < 0 && now >= t0_ + plan_.faults[i].at_seconds) Inject(i);
+      if (injected_at_[i] < 0 && now >= t0_ + plan_.faults[i].at_seconds && Due(i, now)) Inject(i);
       if (restore_at_[i] >= 0 && now >= restore_at_[i]) Restore(i);
     }
     for (const Child* c :

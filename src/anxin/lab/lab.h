@@ -44,8 +44,9 @@ struct LabFlags {
 };
 
 // Runs the action; returns the exit status. Errors: kInvalidArgument for bad
-// flags or a bad faults file (exit 2), kNotFound for a missing program
-// (naming its Debian package), kUnavailable for a busy port (exit 3).
+// flags or a bad faults file (exit 2), kFailedPrecondition for a missing
+// program (naming its Debian package) and kUnavailable for a busy port
+// (exit 3).
 Result<int> RunLab(const LabFlags& flags, bool json);
 
 // `anxin demo --cluster`: `up` with the default faults in a temporary

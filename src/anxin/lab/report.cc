@@ -188,7 +188,8 @@ void UpdateRows(const Observations& obs, std::vector<FaultRow>& rows) {
         int gen = -1;
         for (const auto& node : obs.incidents) {
           for (const run::Incident& in : node) {
-            if (!in.cluster) continue;
+            // Generation 0 is the job's first launch, not a recovery.
+            if (!in.cluster || in.cluster->generation < 1) continue;
             const double t = Unix(in.fault.wall);
             if (t < r.injected - 0.5 || claimed.count(in.cluster->generation)) continue;
             if (best < 0 || t < best) {
