@@ -1208,7 +1208,8 @@ Result<int> Status(const LabFlags& flags, bool json) {
                 a.value("device", "").c_str());
   }
   if (running) {
-    for (const auto& [name, url] : status.value("links", nlohmann::json::object()).items()) {
+    const nlohmann::json links = status.value("links", nlohmann::json::object());
+    for (const auto& [name, url] : links.items()) {
       std::printf("%-14s %s\n", name.c_str(), url.get<std::string>().c_str());
     }
   }

@@ -71,7 +71,7 @@ std::string RenderLabPage(const nlohmann::json& status, const nlohmann::json& re
   }
   h += "</div>";
 
-  h += "<h2>Alerts firing in Prometheus</h2>";
+  h += "<h2>Alerts in Prometheus (pending and firing)</h2>";
   const auto alerts = status.value("alerts", nlohmann::json::array());
   if (alerts.empty())
     h += "<div class=\"muted\">none</div>";
