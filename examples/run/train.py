@@ -23,6 +23,11 @@ K:ATTEMPT, attempt 0 by default):
                       checkpoint of its node
   --ignore-abort      with --hang-at: the hanging rank blocks the abort of an
                       in-process restart (it is killed and relaunched)
+  --fault-file PATH   at every step, a rank of this node that finds PATH takes
+                      it (renames it away) and suffers the fault it names:
+                      `crash`, `hang` or `hccl_error`, optionally followed by
+                      the local rank meant (`hang 1`; default 0). This is how
+                      `anxin lab` injects a fault at a chosen time.
 
 Under anxin run the training loop runs inside anxin_sdk.run(), so ranks that
 survive a fault restart in their own processes (in-process restart, warm
@@ -71,6 +76,22 @@ def fires(fault, step):
     # The launch number: anxin run's, else torchrun's restart count.
     attempt = os.environ.get("ANXIN_RUN_ATTEMPT", os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
     return step == fault[0] and int(attempt) == fault[1]
+
+
+def take_fault(path, local_rank):
+    """The fault named in path when it is meant for this rank, taking the file."""
+    try:
+        with open(path) as f:
+            words = f.read().split()
+    except OSError:
+        return None
+    if not words or int(words[1] if len(words) > 1 else 0) != local_rank:
+        return None
+    try:
+        os.rename(path, path + ".taken")  # one rank takes it, once
+    except OSError:
+        return None
+    return words[0]
 
 
 def write_atomic(path, data):
@@ -131,6 +152,7 @@ def main():
     p.add_argument("--ignore-abort", action="store_true",
                    help="with --hang-at: the hanging rank blocks the SDK's abort signal, so the "
                         "supervisor has to kill it")
+    p.add_argument("--fault-file", default="")
     a = p.parse_args()
 
     if anxin_sdk is not None:
@@ -210,6 +232,23 @@ def train(a, ctx):
                   "EI0006: Getting socket times out. Reason: 1. The remote does not initiate "
                   "a connect request.", flush=True)
             time.sleep(3600)
+        if a.fault_file:
+            injected = take_fault(a.fault_file, local_rank)
+            if injected == "crash":
+                print("rank %d crashes at step %d (--fault-file) t=%.3f"
+                      % (rank, step, time.time()), flush=True)
+                os._exit(1)
+            if injected == "hang":
+                print("rank %d stops calling the collective at step %d (--fault-file) t=%.3f"
+                      % (rank, step, time.time()), flush=True)
+                time.sleep(3600)
+            if injected == "hccl_error":
+                print("rank %d injects an HCCL error at step %d (--fault-file) t=%.3f"
+                      % (rank, step, time.time()), flush=True)
+                print("RuntimeError: [ERROR] HCCL error in: ProcessGroupHCCL.cpp. "
+                      "EI0006: Getting socket times out. Reason: 1. The remote does not "
+                      "initiate a connect request.", flush=True)
+                time.sleep(3600)
         if anxin_sdk is not None:
             anxin_sdk.step_begin(step)
         gen = torch.Generator().manual_seed(1000003 * (rank + 1) + step)

@@ -31,6 +31,12 @@ CommandMain Setup(CLI::App& app) {
       ->delimiter(',');
   app.add_option("--stay", o->stay,
                  "keep the agent and its page serving this long after the stages, e.g. 10m");
+  app.add_flag("--cluster", o->cluster,
+               "the cluster form: `anxin lab up` with the default faults, the per-fault table, "
+               "then everything stopped (docs/lab.md)");
+  app.add_option("--nodes", o->nodes, "with --cluster: the simulated nodes (1-32)")
+      ->capture_default_str()
+      ->check(InRange(1, 32));
   return [o](const GlobalOptions& g) { return Run(*o, g); };
 }
 

@@ -31,6 +31,7 @@
 #include "anxin/device/registry.h"
 #include "anxin/device/summary.h"
 #include "anxin/device/watch.h"
+#include "anxin/lab/lab.h"
 #include "anxin/notify/alert.h"
 #include "anxin/notify/config.h"
 #include "anxin/notify/service.h"
@@ -584,6 +585,7 @@ Result<DemoPlan> PlanDemo(const DemoFlags& flags) {
 }
 
 Result<int> RunDemo(const DemoFlags& flags, bool json, std::string_view version) {
+  if (flags.cluster) return lab::RunClusterDemo(flags.nodes, json);
   ANXIN_ASSIGN_OR_RETURN(const DemoPlan plan, PlanDemo(flags));
   auto backend = device::CreateBackend("sim", {.scenario = flags.scenario, .clock = &RealClock()});
   if (!backend) return std::unexpected(backend.error().With("--scenario " + flags.scenario));

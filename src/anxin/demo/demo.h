@@ -33,6 +33,10 @@ struct DemoFlags {
   int port = agent::kDefaultPort;   // the agent's; taken -> any free one
   std::string stay;                 // keep the agent serving this long afterwards
   std::vector<std::string> stages;  // only these, in the demo's order; empty = all
+  // The second form: `anxin lab up` with the default faults on this many
+  // nodes, the per-fault table, and everything torn down (docs/lab.md).
+  bool cluster = false;
+  int nodes = 4;
 };
 
 // What the flags come to.
@@ -49,7 +53,8 @@ std::vector<std::string_view> DemoStageNames();
 // Errors: kInvalidArgument naming the flag.
 Result<DemoPlan> PlanDemo(const DemoFlags& flags);
 
-// Plays the demo, printing as it goes (one JSON document at the end with
+// Plays the demo (or, with flags.cluster, the cluster form: lab::RunClusterDemo),
+// printing as it goes (one JSON document at the end with
 // json); `version` is the agent's build_info label. Returns the exit status
 // (0, also when interrupted).
 Result<int> RunDemo(const DemoFlags& flags, bool json, std::string_view version);

@@ -27,6 +27,7 @@
 #include "anxin/run/detector.h"
 #include "anxin/run/journal.h"
 #include "anxin/run/rank_control.h"
+#include "anxin/run/sha256.h"
 
 namespace anxin::run {
 namespace {
@@ -721,6 +722,12 @@ struct Supervisor::Impl {
 
   // POSTs the incident to step.url as an Alertmanager webhook message
   // (payload version 4), which `anxin notify` and most webhooks take.
+  static std::string IncidentFingerprint(const std::string& id) {
+    Sha256 h;
+    h.Update(id);
+    return h.HexDigest().substr(0, 16);
+  }
+
   Status Notify(const PlaybookStep& step, const Incident& in, std::string& answer) {
     const std::string& url = step.url;
     const size_t scheme = url.find("://");
@@ -739,6 +746,14 @@ struct Supervisor::Impl {
                              {"job", o.job_id}};
     char host[256] = {};
     if (gethostname(host, sizeof(host) - 1) == 0) labels["node"] = host;
+    // In a multi-node job the node's name in the job (its agent's --node).
+    if (auto p = coordinator->Agreed()) {
+      if (auto view = coordinator->View()) {
+        for (const ClusterNodeTimes& n : view->nodes) {
+          if (n.node_rank == p->node_rank && !n.node.empty()) labels["node"] = n.node;
+        }
+      }
+    }
     if (f.device >= 0) labels["device"] = std::to_string(f.device);
     if (f.rank >= 0) labels["rank"] = std::to_string(f.rank);
     std::string steps;
@@ -752,7 +767,9 @@ struct Supervisor::Impl {
                              {{"summary", f.summary},
                               {"description", "anxin run incident " + in.id + ", attempt " +
                                                   std::to_string(in.attempt) + ": " + steps}}},
-                            {"startsAt", FormatRfc3339(f.wall)}};
+                            {"startsAt", FormatRfc3339(f.wall)},
+                            // anxin notify (as Alertmanager's receivers) requires one.
+                            {"fingerprint", IncidentFingerprint(in.id)}};
     nlohmann::json msg = {{"version", "4"},
                           {"status", "firing"},
                           {"receiver", "anxin-run"},
