@@ -3,8 +3,9 @@
 // (temperature, HBM, links) or the run fault classes (an HCCL error line, a
 // hang, a crash, a lost node). Docs: docs/lab.md.
 //
-//   ANXIN_ASSIGN_OR_RETURN(FaultPlan plan, LoadFaultPlan("examples/lab/faults.yaml", {.nodes =
-//   4})); for (const LabFault& f : plan.faults) spdlog::info("{}", DescribeFault(f));
+//   ClusterShape shape{.nodes = 4};
+//   ANXIN_ASSIGN_OR_RETURN(FaultPlan plan, LoadFaultPlan("examples/lab/faults.yaml", shape));
+//   for (const LabFault& f : plan.faults) spdlog::info("{}", DescribeFault(f));
 //
 // Every problem is kInvalidArgument "file:line:col: faults[2].node: ...".
 //

@@ -2,6 +2,8 @@
 // firing in Prometheus, the cards the sink got, and the per-fault table, as
 // one self-contained HTML page that reloads itself every two seconds.
 //
+//   nlohmann::json status_json = {{"nodes", nlohmann::json::array()}};  // lab status --json
+//   nlohmann::json report_json = {{"rows", nlohmann::json::array()}};   // lab report --json
 //   std::string html = RenderLabPage(status_json, report_json);
 //
 // `status_json` is the document `anxin lab status --json` prints and

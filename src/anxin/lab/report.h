@@ -5,9 +5,12 @@
 // observed (Prometheus's alerts, the sink's cards, the nodes' step lines and
 // the supervisors' journals); printed as text and written as JSON.
 //
+//   ClusterShape shape{.nodes = 4};
+//   ANXIN_ASSIGN_OR_RETURN(FaultPlan plan, LoadFaultPlan("examples/lab/faults.yaml", shape));
 //   std::vector<FaultRow> rows = PlanRows(plan, /*ranks_per_node=*/1);
+//   Observations observations;                 // Prometheus, the sink, the nodes: now
 //   UpdateRows(observations, rows);            // as observations come in
-//   std::printf("%s", FormatReport(rows, cards).c_str());
+//   std::printf("%s", FormatReport(rows, observations.cards).c_str());
 //
 // Thread safety: pure functions over values.
 #ifndef ANXIN_LAB_REPORT_H_
