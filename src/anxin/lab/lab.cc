@@ -1180,7 +1180,15 @@ Result<nlohmann::json> ReadJsonFile(const std::string& path, const std::string& 
 
 Result<int> Status(const LabFlags& flags, bool json) {
   ANXIN_ASSIGN_OR_RETURN(std::string dir, AbsoluteDir(flags.dir));
-  ANXIN_ASSIGN_OR_RETURN(nlohmann::json status, ReadJsonFile(dir + "/status.json", "status"));
+  auto read = ReadJsonFile(dir + "/status.json", "status");
+  std::error_code ec;
+  // A lab stopped (or killed) before its first status write still has its process list.
+  if (!read && read.error().code() == ErrorCode::kNotFound &&
+      fs::exists(fs::path(dir) / "processes.json", ec)) {
+    read = nlohmann::json::object();
+  }
+  if (!read) return std::unexpected(read.error());
+  nlohmann::json status = std::move(*read);
   const auto running = RunningLab(dir);
   status["running"] = running.has_value();
   if (json) {
