@@ -2,10 +2,14 @@
 // here keeps both compile times and the public API free of it.
 #include "anxin/base/http.h"
 
+#include <arpa/inet.h>
 #include <fmt/format.h>
 #include <httplib.h>
+#include <netinet/in.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <mutex>
 #include <thread>
@@ -369,6 +373,23 @@ Result<HttpResponse> HttpClient::Post(std::string_view path, std::string_view bo
   return impl_->Do("POST", path, [&](httplib::Client& c) {
     return c.Post(p, h, body.data(), body.size(), type);
   });
+}
+
+Result<int> FreeLoopbackPort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return std::unexpected(ErrnoError(errno, "socket"));
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  int port = 0;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
+    port = ntohs(a.sin_port);
+  }
+  ::close(fd);
+  if (port == 0) return Unavailable("no free TCP port on 127.0.0.1");
+  return port;
 }
 
 }  // namespace anxin

@@ -92,6 +92,11 @@ struct HttpServerOptions {
   HttpGuard guard{};                    // empty: every request is routed
 };
 
+// A TCP port on 127.0.0.1 that nothing listens on now, for a child process
+// to bind (another process may take it first; the child's bind then fails).
+// No port to be had -> kUnavailable.
+Result<int> FreeLoopbackPort();
+
 class HttpServer {
  public:
   explicit HttpServer(HttpServerOptions options = {});

@@ -48,6 +48,7 @@
 #include <vector>
 
 #include "anxin/base/error.h"
+#include "anxin/base/http.h"
 #include "anxin/base/subprocess.h"
 
 namespace anxin::testing {
@@ -97,19 +98,7 @@ inline bool WaitFor(const std::function<bool()>& done,
 }
 
 // A TCP port on 127.0.0.1 nobody listens on right now.
-inline int FreePort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  int port = 0;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
-    port = ntohs(a.sin_port);
-  ::close(fd);
-  return port;
-}
+inline int FreePort() { return FreeLoopbackPort().value_or(0); }
 
 // The whole file as bytes; "" when it cannot be read (the test's own
 // expectations then fail on the content).

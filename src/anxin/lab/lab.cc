@@ -93,23 +93,6 @@ std::string FindSourceRoot() {
   return "";
 }
 
-Result<int> PickPort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return std::unexpected(ErrnoError(errno, "socket"));
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  int port = 0;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
-    port = ntohs(a.sin_port);
-  }
-  ::close(fd);
-  if (port == 0) return Unavailable("no free TCP port on 127.0.0.1");
-  return port;
-}
-
 Status WriteText(const std::string& path, std::string_view text, mode_t mode = 0644) {
   std::error_code ec;
   fs::create_directories(fs::path(path).parent_path(), ec);
@@ -459,8 +442,8 @@ Status Lab::StartEtcd() {
   std::vector<int> client;
   std::string cluster;
   for (int i = 0; i < 3; ++i) {
-    ANXIN_ASSIGN_OR_RETURN(int c, PickPort());
-    ANXIN_ASSIGN_OR_RETURN(int p, PickPort());
+    ANXIN_ASSIGN_OR_RETURN(int c, FreeLoopbackPort());
+    ANXIN_ASSIGN_OR_RETURN(int p, FreeLoopbackPort());
     client.push_back(c);
     etcd_peer_ports_.push_back(p);
     cluster += fmt::format("{}etcd-{}=http://127.0.0.1:{}", i ? "," : "", i, p);
@@ -512,7 +495,7 @@ Status Lab::StartNotify() {
       fmt::format("http://127.0.0.1:{}/open-apis/bot/v2/hook/{}\n", server_->port(), kBotToken),
       0600));
   ANXIN_TRY(WriteText(nd + "/bot.secret", secret_ + "\n", 0600));
-  ANXIN_ASSIGN_OR_RETURN(int prom_port, PickPort());
+  ANXIN_ASSIGN_OR_RETURN(int prom_port, FreeLoopbackPort());
   prometheus_.port = prom_port;
   ANXIN_TRY(WriteText(nd + "/anxin.yaml", NotifyConfig(dir_, prom_port, server_->port())));
   ANXIN_ASSIGN_OR_RETURN(
@@ -527,7 +510,7 @@ Status Lab::StartNotify() {
 Status Lab::StartAlertmanager() {
   const std::string ad = dir_ + "/alertmanager";
   ANXIN_TRY(WriteText(ad + "/alertmanager.yml", AlertmanagerConfig(notify_.port)));
-  ANXIN_ASSIGN_OR_RETURN(int port, PickPort());
+  ANXIN_ASSIGN_OR_RETURN(int port, FreeLoopbackPort());
   ANXIN_ASSIGN_OR_RETURN(
       alertmanager_,
       Start("alertmanager", {alertmanager_bin_, "--config.file=" + ad + "/alertmanager.yml",
