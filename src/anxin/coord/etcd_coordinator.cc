@@ -306,7 +306,24 @@ struct EtcdCoordinator::Impl {
     if (rec.first.value("generation", -1) != g) return Ok();  // moved on meanwhile
     plan["fault_node"] = rec.first.value("node", "");
     plan["fault_class"] = rec.first.value("fault_class", "");
-    if (n >= o.max_nodes || (timed_out && n >= o.min_nodes)) {
+    // A recovery need not wait for a node that is gone: once every node
+    // whose lease is alive is ready (and they are at least MIN), waiting
+    // longer cannot bring more. The job's first barrier waits for nodes
+    // still starting, which hold no lease yet.
+    bool all_alive_ready = false;
+    if (!first_barrier && !timed_out && n >= o.min_nodes && n < o.max_nodes) {
+      ANXIN_ASSIGN_OR_RETURN(EtcdRange alive, c.GetPrefix(Key("nodes/")));
+      all_alive_ready = true;
+      for (const EtcdKv& kv : alive.kvs) {
+        const std::string node = kv.key.substr(Key("nodes/").size());
+        if (std::none_of(ready.begin(), ready.end(),
+                         [&](const Ready& r) { return r.node == node; })) {
+          all_alive_ready = false;
+          break;
+        }
+      }
+    }
+    if (n >= o.max_nodes || ((timed_out || all_alive_ready) && n >= o.min_nodes)) {
       std::vector<Ready> m = ready;
       std::sort(m.begin(), m.end(), [](const Ready& a, const Ready& b) {
         const int ra = a.rank_hint < 0 ? INT32_MAX : a.rank_hint;
@@ -335,9 +352,12 @@ struct EtcdCoordinator::Impl {
       plan["master_addr"] = m[0].address;
       plan["master_port"] = m[0].port;
       plan["agreed_step"] = common.empty() ? -1 : *common.rbegin();
-      plan["why"] = n < o.max_nodes ? std::to_string(n) + " of " + std::to_string(o.max_nodes) +
-                                          " node(s) reached the barrier in time: the job shrinks"
-                                    : "all " + std::to_string(n) + " node(s) ready";
+      plan["why"] = n >= o.max_nodes ? "all " + std::to_string(n) + " node(s) ready"
+                    : all_alive_ready
+                        ? std::to_string(n) + " of " + std::to_string(o.max_nodes) +
+                              " node(s) ready and no other node alive: the job shrinks"
+                        : std::to_string(n) + " of " + std::to_string(o.max_nodes) +
+                              " node(s) reached the barrier in time: the job shrinks";
     } else if (stop_deadline) {
       plan["stop"] = true;
       plan["members"] = json::array();

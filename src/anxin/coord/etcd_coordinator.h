@@ -26,8 +26,10 @@
 // - gen/G/ready/NODE, under the lease: the node has stopped its ranks, run
 //   its playbook and holds these checkpoint steps intact.
 // - gen/G/plan, written once (create-only) by whichever node closes the
-//   barrier: all max_nodes are ready, or the barrier timed out with at
-//   least min_nodes ready (the job shrinks), or with fewer (the job stops).
+//   barrier: all max_nodes are ready; or, in a recovery, at least
+//   min_nodes are and no other node holds a live lease (the job shrinks at
+//   once); or the barrier timed out with at least min_nodes ready (the job
+//   shrinks), or with fewer (the job stops).
 //   It names the members in node-rank order, MASTER_ADDR/PORT of the first
 //   (the generation's leader) and the agreed step: the newest that every
 //   member holds intact.
