@@ -10,9 +10,12 @@
 #include <cstdlib>
 #include <filesystem>
 #include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
 #include <regex>
 #include <thread>
 
+#include "anxin/base/http.h"
 #include "anxin/base/subprocess.h"
 #include "anxin/base/testing.h"
 #include "anxin/run/checkpoint.h"
@@ -415,6 +418,43 @@ TEST(RunCliTest, HangIsRecoveredInTheRanksOwnProcessesWithTheSameLosses) {
   // anxin incidents shows the path.
   auto table = RunAnxin({"incidents", "--state-dir", t.state});
   EXPECT_THAT(table.stdout_text, HasSubstr("path: in-process, abort_ranks"));
+}
+
+TEST(RunCliTest, AnInProcessRestartSendsThePlaybooksNotifyToo) {
+  if (!HaveTorch()) GTEST_SKIP() << "python3-torch is not installed";
+  HttpServer hook;
+  std::mutex mu;
+  std::vector<std::string> bodies;
+  hook.Post("/hook", [&](const HttpRequest& r) {
+    std::lock_guard lock(mu);
+    bodies.push_back(r.body);
+    return HttpResponse::Json(200, R"({"status":"stored"})");
+  });
+  ASSERT_TRUE(hook.Start());
+  Trainer t;
+  const std::string books =
+      t.dir.Write("playbooks.yaml",
+                  "playbooks:\n  default:\n    - {step: stop_ranks, grace: 1s}\n"
+                  "    - {step: notify, url: \"http://127.0.0.1:" +
+                      std::to_string(hook.port()) +
+                      "/hook\", timeout: 2s, only_for: [hang]}\n"
+                      "    - {step: select_checkpoint}\n    - {step: relaunch}\n"
+                      "    - {step: verify_progress, timeout: 1m}\n");
+  auto out = RunAnxin(
+      t.Args({"--steps", "14", "--hang-at", "8"}, {"--hang-timeout", "2s", "--playbook", books}),
+      {.timeout = std::chrono::seconds(60)});
+  ASSERT_EQ(out.exit_code, 0) << out.stdout_text << out.stderr_text;
+  auto in = t.Incidents();
+  ASSERT_EQ(in.size(), 1u);
+  EXPECT_EQ(in[0].recovery_path, "in-process");
+  const StepRecord* notify = FindStep(in[0], "notify");
+  ASSERT_NE(notify, nullptr);
+  EXPECT_EQ(notify->result, "ok");
+  std::lock_guard lock(mu);
+  ASSERT_EQ(bodies.size(), 1u);
+  auto msg = nlohmann::json::parse(bodies[0]);
+  EXPECT_EQ(msg["alerts"][0]["labels"]["alertname"], "AnxinRunFault");
+  EXPECT_EQ(msg["alerts"][0]["labels"]["fault_class"], "hang");
 }
 
 TEST(RunCliTest, WarmSpareTakesTheDeadRanksPlaceAndANewSpareIsStarted) {

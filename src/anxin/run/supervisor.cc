@@ -1196,6 +1196,16 @@ struct Supervisor::Impl {
                     "within {} and were killed",
                     answered.size(), exited, killed, FormatSeconds(o.abort_timeout_seconds)));
 
+    // The people on call hear of it as on the playbook's path: the notify
+    // steps of the playbook the fault would have run (they touch no rank).
+    for (const PlaybookStep& step : playbooks.For(in.fault.fault_class).steps) {
+      if (step.kind != StepKind::kNotify) continue;
+      if (auto rc = RunStep(in, step, {})) {
+        StopRanks(o.stop_grace_seconds);
+        return rc;
+      }
+    }
+
     StepRecord c = Begin(in, "select_checkpoint");
     SelectCheckpoint(in, c);
     if (auto rc = ClusterStop(in)) {
