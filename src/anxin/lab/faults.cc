@@ -104,6 +104,14 @@ Result<LabFault> ParseOne(const ConfigNode& n, const ClusterShape& shape) {
       ANXIN_ASSIGN_OR_RETURN(ConfigNode fn, n.Child("for"));
       return std::unexpected(fn.MakeError("expected a duration between 1s and 1h"));
     }
+    // AnxinAgentDown waits `for: 1m` of failed scrapes; a node back sooner
+    // would leave its row waiting for an alert that cannot fire.
+    if (f.kind == FaultKind::kLostNode && f.for_seconds > 0 && f.for_seconds < 75) {
+      ANXIN_ASSIGN_OR_RETURN(ConfigNode fn, n.Child("for"));
+      return std::unexpected(
+          fn.MakeError("a node back within 75s never fires AnxinAgentDown (its rule's for: 1m, "
+                       "then a scrape and an evaluation); give 75s or more, or 0 to keep it lost"));
+    }
   }
   return f;
 }

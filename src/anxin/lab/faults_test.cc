@@ -22,7 +22,7 @@ TEST(FaultPlanTest, ParsesEveryKindInTimeOrder) {
   - {at: 30s, kind: link_down, node: 3, npu: 0, for: 35s}
   - {at: 40s, kind: hccl_error, node: 2, rank: 1}
   - {at: 45s, kind: hang, node: 0}
-  - {at: 1m, kind: lost_node, node: 3, for: 20s}
+  - {at: 1m, kind: lost_node, node: 3, for: 90s}
 )",
                              "f.yaml", {.nodes = 4, .ranks_per_node = 2});
   ASSERT_THAT(plan, IsOk());
@@ -55,6 +55,12 @@ TEST(FaultPlanTest, ErrorsNameFileLineAndColumn) {
   e = ParseFaultPlan("faults:\n  - {at: 5s, kind: temperature, node: 1, npu: 2, too: 90}\n",
                      "f.yaml", shape);
   EXPECT_THAT(e, HasCode(ErrorCode::kInvalidArgument, HasSubstr("unknown key 'too'")));
+  e = ParseFaultPlan("faults:\n  - {at: 5s, kind: lost_node, node: 1, for: 30s}\n", "f.yaml",
+                     shape);
+  EXPECT_THAT(e, HasCode(ErrorCode::kInvalidArgument, HasSubstr("f.yaml:2:")));
+  EXPECT_THAT(e, HasCode(ErrorCode::kInvalidArgument, HasSubstr("never fires AnxinAgentDown")));
+  EXPECT_TRUE(ParseFaultPlan("faults:\n  - {at: 5s, kind: lost_node, node: 1, for: 80s}\n",
+                             "f.yaml", shape));
   e = ParseFaultPlan("faults:\n  - {at: soon, kind: crash, node: 1}\n", "f.yaml", shape);
   EXPECT_THAT(e, HasCode(ErrorCode::kInvalidArgument, HasSubstr("f.yaml:2:")));
   e = ParseFaultPlan("faults: [\n", "f.yaml", shape);

@@ -79,6 +79,37 @@ double Unix(std::chrono::system_clock::time_point t) {
   return std::chrono::duration<double>(t.time_since_epoch()).count();
 }
 
+// The classes anxin run gives what a fault of this kind does to a rank or a
+// node (the signatures of run/signatures.cc and the detectors).
+std::vector<std::string_view> RunClasses(std::string_view kind) {
+  // A peer may see a rank's crash first, as the collective breaking.
+  if (kind == "crash") return {"process_exit", "peer_failure", "collective_error", "network"};
+  if (kind == "hccl_error") return {"network", "collective_error", "collective_timeout"};
+  if (kind == "hang") return {"hang", "no_progress", "collective_timeout"};
+  if (kind == "lost_node") return {"node_lost"};
+  if (kind == "link_down") return {"link_down", "network"};
+  return {};
+}
+
+bool HasClass(const std::vector<std::string_view>& classes, std::string_view c) {
+  return std::find(classes.begin(), classes.end(), c) != classes.end();
+}
+
+// Whether a node's incident in a generation shows the row's fault: the class
+// the generation was opened with, or the class the fault's own node saw
+// itself; a lost node is named in the summary of the generation it opened.
+bool IncidentShows(const run::Incident& in, const std::string& incident_node, const FaultRow& r) {
+  const std::vector<std::string_view> classes = RunClasses(r.kind);
+  const run::ClusterView& c = *in.cluster;
+  if (r.kind == "lost_node") {
+    return c.fault_class == "node_lost" &&
+           in.fault.summary.find("node " + r.node + " is lost") != std::string::npos;
+  }
+  if (HasClass(classes, c.fault_class)) return true;
+  return incident_node == r.node && in.fault.detector != "cluster" &&
+         HasClass(classes, in.fault.fault_class);
+}
+
 bool CardMatches(const CardAlert& c, const FaultRow& r, const char* status) {
   if (c.status != status || c.alertname != r.alert || c.node != r.node) return false;
   if (r.npu >= 0 && r.prometheus && c.device != std::to_string(r.npu)) return false;
@@ -150,8 +181,10 @@ std::vector<FaultRow> PlanRows(const FaultPlan& plan, int ranks_per_node) {
 
 void UpdateRows(const Observations& obs, std::vector<FaultRow>& rows) {
   std::set<int> claimed;
+  std::set<std::pair<double, std::string>> run_cards;  // anxin run's cards rows hold
   for (const FaultRow& r : rows) {
     if (r.generation >= 0) claimed.insert(r.generation);
+    if (!r.prometheus && r.card >= 0) run_cards.insert({r.card, r.card_text});
   }
   for (FaultRow& r : rows) {
     if (r.injected < 0) continue;
@@ -166,9 +199,11 @@ void UpdateRows(const Observations& obs, std::vector<FaultRow>& rows) {
     }
     if (r.card < 0) {
       for (const CardAlert& c : obs.cards) {
-        if (c.time >= r.injected - 1 && CardMatches(c, r, "firing")) {
+        if (c.time >= r.injected - 1 && CardMatches(c, r, "firing") &&
+            (r.prometheus || !run_cards.contains({c.time, c.text}))) {
           r.card = c.time;
           r.card_text = c.text;
+          if (!r.prometheus) run_cards.insert({c.time, c.text});
           break;
         }
       }
@@ -182,16 +217,18 @@ void UpdateRows(const Observations& obs, std::vector<FaultRow>& rows) {
       }
     }
     if (r.recovery_expected) {
-      // The generation the fault opened: the first one any node journaled after it.
+      // The generation the fault opened: the first one journaled after it
+      // that shows the fault (its class, its node).
       if (r.generation < 0) {
         double best = -1;
         int gen = -1;
-        for (const auto& node : obs.incidents) {
-          for (const run::Incident& in : node) {
+        for (size_t k = 0; k < obs.incidents.size(); ++k) {
+          for (const run::Incident& in : obs.incidents[k]) {
             // Generation 0 is the job's first launch, not a recovery.
             if (!in.cluster || in.cluster->generation < 1) continue;
             const double t = Unix(in.fault.wall);
             if (t < r.injected - 0.5 || claimed.count(in.cluster->generation)) continue;
+            if (!IncidentShows(in, NodeName(static_cast<int>(k)), r)) continue;
             if (best < 0 || t < best) {
               best = t;
               gen = in.cluster->generation;
@@ -269,6 +306,21 @@ void UpdateRows(const Observations& obs, std::vector<FaultRow>& rows) {
         latest = std::max(latest, *it);
       }
       if (all && latest >= 0) r.stepping = latest;
+    }
+    // anxin run's card comes from the node that saw the fault first, which
+    // for a hang or a crash may be a peer of the faulty node: any node's
+    // card for the generation the fault opened, one no other row took.
+    if (r.card < 0 && !r.prometheus && r.recovery >= 0) {
+      for (const CardAlert& c : obs.cards) {
+        if (c.status != "firing" || c.alertname != r.alert || c.time < r.injected - 1 ||
+            c.time < r.recovery - 1 || run_cards.contains({c.time, c.text})) {
+          continue;
+        }
+        r.card = c.time;
+        r.card_text = c.text;
+        run_cards.insert({c.time, c.text});
+        break;
+      }
     }
     r.done = (!r.prometheus || r.firing >= 0) && r.card >= 0 && r.stepping >= 0 &&
              (!r.recovery_expected || r.recovery >= 0) && (!r.resolve_expected || r.resolved >= 0);

@@ -141,6 +141,53 @@ TEST(ReportTest, ARecoveryRowWaitsForEveryMemberNode) {
   EXPECT_TRUE(rows[0].done);
 }
 
+TEST(ReportTest, GenerationsAndCardsAreMatchedByTheFaultsClassAndNode) {
+  FaultPlan plan;
+  plan.faults.push_back({.at_seconds = 40, .kind = FaultKind::kHang, .node = 1});
+  plan.faults.push_back({.at_seconds = 41, .kind = FaultKind::kCrash, .node = 2});
+  plan.faults.push_back({.at_seconds = 90, .kind = FaultKind::kLostNode, .node = 1});
+  auto rows = PlanRows(plan, 1);
+  ASSERT_THAT(rows, SizeIs(3));
+  rows[0].injected = 3000;
+  rows[1].injected = 3001;
+  Observations obs;
+  obs.now = 3010;
+  // Node 0 saw the hang first and opened generation 1 (node 1 heard of it
+  // from etcd); node 2's crash opened generation 2, journaled earlier by node 0.
+  auto hang = Inc(1, 3005.5, 0.3, {"node-0", "node-1", "node-2"}, "hang");
+  hang.cluster->fault_node = "node-0";
+  auto heard = hang;
+  heard.fault.detector = "cluster";
+  heard.fault.fault_class = "cluster_restart";
+  auto crash = Inc(2, 3002, 1.5, {"node-0", "node-1", "node-2"}, "process_exit");
+  crash.cluster->fault_node = "node-2";
+  obs.incidents = {{crash, hang}, {crash, heard}, {crash, heard}};
+  // Only node 0 sent anxin run's card for the hang; node 2 its own for the crash.
+  auto crash_card = *ParseCard(Card("firing", "AnxinRunFault", "node-2", ""), 3002.1);
+  auto hang_card = *ParseCard(Card("firing", "AnxinRunFault", "node-0", ""), 3005.6);
+  obs.cards = crash_card;
+  obs.cards.insert(obs.cards.end(), hang_card.begin(), hang_card.end());
+  UpdateRows(obs, rows);
+  EXPECT_EQ(rows[0].generation, 1);  // the earlier crash generation is not the hang's
+  EXPECT_EQ(rows[1].generation, 2);
+  EXPECT_DOUBLE_EQ(rows[0].card, 3005.6);
+  EXPECT_DOUBLE_EQ(rows[1].card, 3002.1);
+  EXPECT_TRUE(rows[0].done);
+  EXPECT_TRUE(rows[1].done);
+  // The lost node: the generation whose summary names it, opened by node 0.
+  rows[2].injected = 3050;
+  auto lost = Inc(3, 3056, 2, {"node-0", "node-2"}, "node_lost");
+  lost.cluster->fault_node = "node-0";
+  lost.fault.summary = "node node-2 is lost: its lease expired";
+  auto lost1 = Inc(4, 3057, 2, {"node-0", "node-2"}, "node_lost");
+  lost1.cluster->fault_node = "node-0";
+  lost1.fault.summary = "node node-1 is lost: its lease expired";
+  obs.incidents[0].push_back(lost);
+  obs.incidents[0].push_back(lost1);
+  UpdateRows(obs, rows);
+  EXPECT_EQ(rows[2].generation, 4);
+}
+
 TEST(ReportTest, DuplicatedCardsAreNamed) {
   auto a = *ParseCard(Card("firing", "AnxinLinkDown", "node-3", "0"), 1);
   auto b = *ParseCard(Card("firing", "AnxinLinkDown", "node-3", "0"), 2);
