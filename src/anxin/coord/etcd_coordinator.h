@@ -79,6 +79,10 @@ class EtcdCoordinator final : public run::Coordinator {
   static Result<std::unique_ptr<EtcdCoordinator>> Create(ClusterOptions options);
   ~EtcdCoordinator() override;
 
+  // The node's lease holds its ranks: they are fenced (stopped) when it has
+  // not been renewed for TTL - max(0.5 s, TTL / 5), before etcd can expire
+  // it, and a fenced node comes back through the next generation.
+  bool AttachGate(run::RankGate& gate) override;
   Status Start(run::FaultSink report) override;
   Decision OnFault(const run::Fault& fault, const run::RestartState& state) override;
   const run::Checkpoint* AgreeCheckpoint(const run::CheckpointScan& local) override;

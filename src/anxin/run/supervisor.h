@@ -46,6 +46,7 @@
 #include "anxin/run/journal.h"
 #include "anxin/run/launch.h"
 #include "anxin/run/playbook.h"
+#include "anxin/run/rank_fence.h"
 
 namespace anxin::run {
 
@@ -160,6 +161,17 @@ class Coordinator {
   virtual Status Start(FaultSink report) {
     (void)report;
     return Ok();
+  }
+  // A coordinator that holds this node's place in the job by a lease takes
+  // the supervisor's gate (before Start) and returns true: it calls
+  // gate.RunUntil after each renewal and gate.Fence once it knows the lease
+  // is gone; the supervisor stops the ranks when the gate's time passes and
+  // reports a fault of class kFaultLeaseLost, which OnFault must answer
+  // without the store (it may be what is away): the node rejoins. The gate
+  // outlives the coordinator. False (the default): no lease, no fence.
+  virtual bool AttachGate(RankGate& gate) {
+    (void)gate;
+    return false;
   }
   // nullopt: one node; the options' own addresses and ranks.
   virtual std::optional<Placement> Agreed() const { return std::nullopt; }
