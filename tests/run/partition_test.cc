@@ -38,7 +38,7 @@ using ::testing::Not;
 using namespace std::chrono_literals;
 
 // The job: "start gen G t=T", then STEPS x "step N gen G t=T", DT apart;
-// then END: exit0, exit3 or hang.
+// then END: exit0, hang, or exit3 (a second later: a failing teardown).
 constexpr const char* kJob = R"(import os, sys, time
 steps, dt, end = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3]
 gen = os.environ.get("ANXIN_RUN_ATTEMPT", "-1")
@@ -48,6 +48,8 @@ for s in range(1, steps + 1):
     print(f"step {s} gen {gen} t={time.time():.6f}", flush=True)
 if end == "hang":
     time.sleep(3600)
+if end == "exit3":
+    time.sleep(1)
 sys.exit(3 if end == "exit3" else 0)
 )";
 
@@ -385,6 +387,43 @@ TEST_F(PartitionTest, ASupervisorStoppedPastItsLeaseFindsItsRanksFencedAndRejoin
   EXPECT_EQ(in[0].fault.fault_class, "lease_lost");
   EXPECT_EQ(in[0].outcome, "recovered");
 }
+
+// Two nodes finish; the third faults after its own last step. It ends at
+// once (status 0: the job is done) saying so, instead of waiting out a
+// barrier nobody else will reach and restarting from scratch.
+class PeersDoneTest : public PartitionTest, public ::testing::WithParamInterface<std::string> {};
+
+TEST_P(PeersDoneTest, ANodeThatFaultsAfterItsPeersFinishedEndsAtOnce) {
+  rdzv_timeout_ = "30s";
+  Node n0(Args(0, "3", 20, 0.05));
+  Node n1(Args(1, "3", 20, 0.05));
+  Node n2(Args(2, "3", 20, 0.05, GetParam(), {"--hang-timeout", "2s"}));
+  ASSERT_TRUE(n0.Start() && n1.Start() && n2.Start());
+  EXPECT_TRUE(n0.Wait().ok()) << n0.Output();
+  EXPECT_TRUE(n1.Wait().ok()) << n1.Output();
+  const auto peers_done = std::chrono::steady_clock::now();
+  const ExitStatus s2 = n2.Wait(25s);
+  const double after =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - peers_done).count();
+  EXPECT_TRUE(s2.ok()) << s2.Describe() << "\n" << n2.Output();
+  EXPECT_LT(after, 10) << "no 30 s barrier wait";
+  EXPECT_THAT(n2.Output(),
+              HasSubstr("the job finished on the other nodes (node-0, node-1 finished generation "
+                        "0); this node's ranks reached step 20, then: "));
+  EXPECT_THAT(n2.Output(),
+              HasSubstr(GetParam() == "hang" ? "rank 0 still running" : "rank 0 exited 3"));
+  EXPECT_THAT(n2.Output(), Not(HasSubstr("reached the barrier")));
+  EXPECT_THAT(n2.Output(), Not(HasSubstr("starting from scratch")));
+  EXPECT_EQ(StoreGeneration(), 0) << "no generation was opened";
+  auto in = Incidents(2);
+  ASSERT_EQ(in.size(), 1u);
+  EXPECT_EQ(in[0].outcome, "peers_finished");
+  EXPECT_EQ(in[0].fault.fault_class, GetParam() == "hang" ? "hang" : "process_exit");
+  std::printf("node 2 (%s after its last step) ended %.2f s after its peers finished\n",
+              GetParam().c_str(), after);
+}
+
+INSTANTIATE_TEST_SUITE_P(HangOrExit, PeersDoneTest, ::testing::Values("hang", "exit3"));
 
 }  // namespace
 }  // namespace anxin::run

@@ -730,6 +730,29 @@ std::optional<run::ClusterView> EtcdCoordinator::View() const {
   return impl_->view;
 }
 
+std::optional<std::string> EtcdCoordinator::PeersFinished() {
+  Impl& m = *impl_;
+  int gen;
+  std::vector<std::string> others;
+  {
+    std::lock_guard lock(m.mu);
+    if (!m.placement || m.placement->stop) return std::nullopt;
+    gen = m.placement->generation;
+    for (const std::string& n : m.members) {
+      if (n != m.o.node_id) others.push_back(n);
+    }
+  }
+  if (others.empty()) return std::nullopt;
+  auto done = m.main_client.GetPrefix(m.GenKey(gen, "done/"));
+  if (!done) return std::nullopt;
+  std::set<std::string> finished;
+  for (const EtcdKv& kv : done->kvs) finished.insert(kv.key.substr(m.GenKey(gen, "done/").size()));
+  for (const std::string& n : others) {
+    if (!finished.contains(n)) return std::nullopt;
+  }
+  return fmt::format("{} finished generation {}", fmt::join(others, ", "), gen);
+}
+
 void EtcdCoordinator::Finish(int status) {
   Impl& m = *impl_;
   int gen;

@@ -813,6 +813,7 @@ struct Supervisor::Impl {
       Journal(*pending);
       pending.reset();
     }
+    if (auto peers = coordinator->PeersFinished()) return EndWithPeers(in, *peers);
     ++persist.incidents_by_class[fault.fault_class];
     Coordinator::Decision decision = coordinator->OnFault(fault, state);
     next_generation = decision.generation;
@@ -858,6 +859,47 @@ struct Supervisor::Impl {
     in.outcome = "relaunched";  // no verify_progress step: nothing to wait for
     Journal(in);
     return std::nullopt;
+  }
+
+  // What each rank did, for the end of a job: "rank 0 exited 3", "rank 1
+  // still running".
+  std::string RankOutcomes() {
+    std::string out;
+    for (size_t i = 0; i < ranks.size(); ++i) {
+      Rank& r = ranks[i];
+      std::string what = "not started";
+      if (r.proc && r.proc->Running()) {
+        what = "still running";
+      } else if (r.proc) {
+        auto st = r.proc->Wait(std::chrono::steady_clock::now());
+        what = st ? st->Describe() : "ended";
+      }
+      out += (out.empty() ? "" : ", ") + fmt::format("rank {} {}", i, what);
+    }
+    return out;
+  }
+
+  // Every other node finished the job and this one faulted after them (its
+  // ranks hung or failed in their teardown, or exited non-zero): the job is
+  // over. No restart, no barrier that nobody else will reach: stop what is
+  // left and end with status 0, saying what this node's ranks did.
+  int EndWithPeers(Incident& in, const std::string& peers) {
+    const int64_t last = progress.last_step();
+    const std::string ranks_did = RankOutcomes();
+    in.recovery_path = "none";
+    StepRecord s = Begin(in, "stop_ranks");
+    End(in, s, "ok", StopRanks(o.stop_grace_seconds));
+    const std::string why = fmt::format(
+        "the job finished on the other nodes ({}); this node's ranks {}, then: {} ({}); {}: "
+        "ending with the job, without a restart",
+        peers, last >= 0 ? "reached step " + std::to_string(last) : "reported no step",
+        in.fault.summary, in.fault.fault_class, ranks_did);
+    s = Begin(in, "finish");
+    End(in, s, "ok", why);
+    in.outcome = "peers_finished";
+    Journal(in);
+    spdlog::warn("anxin run: {}", why);
+    return 0;
   }
 
   // After an agreement: the nodes' view goes into the incident; a placement

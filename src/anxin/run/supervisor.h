@@ -175,6 +175,12 @@ class Coordinator {
   }
   // nullopt: one node; the options' own addresses and ranks.
   virtual std::optional<Placement> Agreed() const { return std::nullopt; }
+  // Asked when this node faults, before OnFault: every other node of the
+  // running generation has finished (its ranks all exited 0). Then the job
+  // is over and this node ends too, without a restart or a barrier; the
+  // result names those nodes ("node-0, node-1 finished generation 3").
+  // nullopt: they have not, there are none, or the store does not say.
+  virtual std::optional<std::string> PeersFinished() { return std::nullopt; }
   // The last agreement, for the incident journal.
   virtual std::optional<ClusterView> View() const { return std::nullopt; }
   // Run is over with this status (0: the job finished).
