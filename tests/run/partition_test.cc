@@ -381,6 +381,10 @@ TEST_F(PartitionTest, ASupervisorStoppedPastItsLeaseFindsItsRanksFencedAndRejoin
   EXPECT_TRUE(n1.Wait().ok()) << n1.Output();
   EXPECT_TRUE(n2.Wait().ok()) << n2.Output();
   EXPECT_THAT(n2.Output(), HasSubstr("this process was stalled"));
+  const std::string out = n2.Output();
+  if (size_t at = out.find("(this process was stalled"); at != std::string::npos) {
+    std::printf("node 2: %s\n", out.substr(at, out.find('\n', at) - at).c_str());
+  }
   ExpectNoStaleStep(n2, {&n0, &n1}, 0);
   auto in = Incidents(2);
   ASSERT_EQ(in.size(), 1u);
