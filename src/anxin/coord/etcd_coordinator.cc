@@ -743,7 +743,12 @@ std::optional<std::string> EtcdCoordinator::PeersFinished() {
     }
   }
   if (others.empty()) return std::nullopt;
-  auto done = m.main_client.GetPrefix(m.GenKey(gen, "done/"));
+  // Short: a store that does not answer must not hold up the recovery.
+  EtcdOptions quick = m.etcd_options;
+  quick.connect_timeout = std::min(quick.connect_timeout, std::chrono::milliseconds(300));
+  quick.timeout = std::min(quick.timeout, std::chrono::milliseconds(500));
+  EtcdClient c(quick);
+  auto done = c.GetPrefix(m.GenKey(gen, "done/"));
   if (!done) return std::nullopt;
   std::set<std::string> finished;
   for (const EtcdKv& kv : done->kvs) finished.insert(kv.key.substr(m.GenKey(gen, "done/").size()));

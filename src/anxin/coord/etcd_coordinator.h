@@ -90,8 +90,8 @@ class EtcdCoordinator final : public run::Coordinator {
   Decision OnFault(const run::Fault& fault, const run::RestartState& state) override;
   const run::Checkpoint* AgreeCheckpoint(const run::CheckpointScan& local) override;
   std::optional<Placement> Agreed() const override;
-  // One read of gen/G/done/ (no retries: a store that does not answer is
-  // nullopt, and the fault is recovered as usual).
+  // One read of gen/G/done/, 0.5 s per member at most (no retries: a store
+  // that does not answer is nullopt, and the fault is recovered as usual).
   std::optional<std::string> PeersFinished() override;
   std::optional<run::ClusterView> View() const override;
   void Finish(int status) override;

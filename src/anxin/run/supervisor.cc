@@ -813,7 +813,10 @@ struct Supervisor::Impl {
       Journal(*pending);
       pending.reset();
     }
-    if (auto peers = coordinator->PeersFinished()) return EndWithPeers(in, *peers);
+    // Not when fenced: the store is likely what is away, and the ranks wait frozen.
+    if (fault.fault_class != kFaultLeaseLost) {
+      if (auto peers = coordinator->PeersFinished()) return EndWithPeers(in, *peers);
+    }
     ++persist.incidents_by_class[fault.fault_class];
     Coordinator::Decision decision = coordinator->OnFault(fault, state);
     next_generation = decision.generation;
