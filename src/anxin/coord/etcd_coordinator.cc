@@ -96,6 +96,7 @@ struct EtcdCoordinator::Impl {
 
   std::thread keepalive;
   std::thread watcher;
+  run::RankGate* gate = nullptr;  // the supervisor's fence (AttachGate)
 
   std::string Key(std::string_view rest) const { return prefix + std::string(rest); }
   std::string GenKey(int g, std::string_view rest) const {
@@ -160,34 +161,83 @@ struct EtcdCoordinator::Impl {
     }
   }
 
-  // ---- Liveness.
+  // ---- Liveness and fencing.
 
+  // The ranks stop this long before the lease can expire at etcd: time for
+  // the stop and for the lease's clock at etcd running a little fast.
+  double FenceMarginSeconds() const { return std::max(0.5, 0.2 * o.lease_ttl_seconds); }
+
+  // A renewal sent at `sent` succeeded: the ranks may run until TTL - margin
+  // after it (etcd counts the TTL from when it got the renewal, later still).
+  void Renewed(SteadyClock::time_point sent, double ttl_seconds) {
+    if (gate == nullptr) return;
+    run::RunLease l;
+    l.renewed = sent;
+    l.fence_at = sent + Millis(ttl_seconds - FenceMarginSeconds());
+    l.expires_at = sent + Millis(ttl_seconds);
+    l.holder = fmt::format("{}'s lease at etcd {} (TTL {:g} s)", o.node_id, main_client.Endpoints(),
+                           ttl_seconds);
+    gate->RunUntil(std::move(l));
+  }
+
+  // Renews the lease TTL/3 after the last renewal that succeeded (200 ms
+  // after a try that failed), each try bounded by TTL/5 per member, and
+  // after each success tells the gate until when the ranks may run. A lease
+  // that expired means the others may have counted this node lost: its
+  // ranks are fenced at once and it takes a new lease to come back as a
+  // rejoining node; nothing of the generation it was in runs on.
   void KeepAliveLoop() {
-    EtcdClient c(etcd_options);
+    EtcdOptions eo = etcd_options;
+    eo.timeout = std::min(eo.timeout, Millis(std::max(0.2, o.lease_ttl_seconds / 5.0)));
+    EtcdClient c(eo);
     const auto period = Millis(std::max(0.2, o.lease_ttl_seconds / 3.0));
+    auto next = SteadyClock::now() + period;
+    bool failing = false;
     for (;;) {
       int64_t id;
-      int gen;
       {
         std::unique_lock lock(mu);
-        if (cv.wait_for(lock, period, [&] { return quit; })) return;
+        if (cv.wait_until(lock, next, [&] { return quit; })) return;
         id = lease;
-        gen = running_gen;
       }
+      const auto sent = SteadyClock::now();
       auto ttl = c.KeepAlive(id);
-      if (ttl) continue;
-      if (ttl.error().code() != ErrorCode::kNotFound) {
-        spdlog::debug("anxin run: lease keepalive: {}", ttl.error().message());
+      if (ttl) {
+        if (failing) spdlog::warn("anxin run: {}: etcd renews the lease again", o.node_id);
+        failing = false;
+        Renewed(sent, std::min(static_cast<double>(*ttl), double(o.lease_ttl_seconds)));
+        next = sent + period;
         continue;
       }
-      // Expired (etcd was away longer than the TTL): a new lease, the node
-      // key again. The others may have counted this node lost meanwhile.
-      spdlog::warn("anxin run: {}: the lease expired; taking a new one", o.node_id);
+      next = SteadyClock::now() + std::chrono::milliseconds(200);
+      if (ttl.error().code() != ErrorCode::kNotFound) {
+        if (!failing && gate != nullptr) {
+          spdlog::warn(
+              "anxin run: {}: renewing the lease: {}: the ranks are fenced {:g} s after the last "
+              "renewal unless etcd answers first",
+              o.node_id, ttl.error().message(), o.lease_ttl_seconds - FenceMarginSeconds());
+        }
+        failing = true;
+        continue;
+      }
+      if (gate != nullptr) {
+        gate->Fence(o.node_id + "'s lease expired at etcd " + c.Endpoints() +
+                    ": the other nodes may have counted it lost and gone on without it; its "
+                    "ranks are killed and the node rejoins the job");
+      }
+      spdlog::warn("anxin run: {}: the lease expired; taking a new one to rejoin the job",
+                   o.node_id);
+      const auto granted = SteadyClock::now();
       auto fresh = c.GrantLease(o.lease_ttl_seconds);
       if (!fresh) continue;
-      (void)c.Put(Key("nodes/" + o.node_id), NodeRecord(gen).dump(), *fresh);
-      std::lock_guard lock(mu);
-      lease = *fresh;
+      (void)c.Put(Key("nodes/" + o.node_id), NodeRecord(-1).dump(), *fresh);
+      {
+        std::lock_guard lock(mu);
+        lease = *fresh;
+      }
+      failing = false;
+      Renewed(granted, o.lease_ttl_seconds);
+      next = granted + period;
     }
   }
 
@@ -618,13 +668,22 @@ EtcdCoordinator::~EtcdCoordinator() {
 
 const std::string& EtcdCoordinator::node_id() const { return impl_->o.node_id; }
 
+bool EtcdCoordinator::AttachGate(run::RankGate& gate) {
+  impl_->gate = &gate;
+  return true;
+}
+
 Status EtcdCoordinator::Start(run::FaultSink report) {
   Impl& m = *impl_;
   m.report = std::move(report);
-  auto lease = m.Patiently("taking a lease",
-                           [&] { return m.main_client.GrantLease(m.o.lease_ttl_seconds); });
+  SteadyClock::time_point sent;
+  auto lease = m.Patiently("taking a lease", [&] {
+    sent = SteadyClock::now();
+    return m.main_client.GrantLease(m.o.lease_ttl_seconds);
+  });
   if (!lease) return std::unexpected(lease.error());
   m.lease = *lease;
+  m.Renewed(sent, m.o.lease_ttl_seconds);
   auto put = m.Patiently("registering the node", [&] {
     return m.main_client.Put(m.Key("nodes/" + m.o.node_id), m.NodeRecord(-1).dump(), m.lease);
   });
@@ -647,6 +706,13 @@ run::Coordinator::Decision EtcdCoordinator::OnFault(const run::Fault& fault,
     m.fault_seen = fault.seen == Clock::TimePoint{} ? RealClock().Now() : fault.seen;
     m.running_gen = -1;  // recovering: the barrier watches from here
     m.target_gen = -1;
+    // Fenced: the store may be what is away, so nothing is asked of it here.
+    // The generation goes on (or went on) without this node; its barrier
+    // brings the node back as a rejoining one, in the next generation.
+    if (fault.fault_class == run::kFaultLeaseLost) {
+      m.first_barrier = false;
+      return d;
+    }
   }
   if (d.verdict != Verdict::kRestart) return d;
   if (running < 0) return d;  // a restarted supervisor: the barrier finds its generation
@@ -682,6 +748,34 @@ std::optional<run::Coordinator::Placement> EtcdCoordinator::Agreed() const {
 std::optional<run::ClusterView> EtcdCoordinator::View() const {
   std::lock_guard lock(impl_->mu);
   return impl_->view;
+}
+
+std::optional<std::string> EtcdCoordinator::PeersFinished() {
+  Impl& m = *impl_;
+  int gen;
+  std::vector<std::string> others;
+  {
+    std::lock_guard lock(m.mu);
+    if (!m.placement || m.placement->stop) return std::nullopt;
+    gen = m.placement->generation;
+    for (const std::string& n : m.members) {
+      if (n != m.o.node_id) others.push_back(n);
+    }
+  }
+  if (others.empty()) return std::nullopt;
+  // Short: a store that does not answer must not hold up the recovery.
+  EtcdOptions quick = m.etcd_options;
+  quick.connect_timeout = std::min(quick.connect_timeout, std::chrono::milliseconds(300));
+  quick.timeout = std::min(quick.timeout, std::chrono::milliseconds(500));
+  EtcdClient c(quick);
+  auto done = c.GetPrefix(m.GenKey(gen, "done/"));
+  if (!done) return std::nullopt;
+  std::set<std::string> finished;
+  for (const EtcdKv& kv : done->kvs) finished.insert(kv.key.substr(m.GenKey(gen, "done/").size()));
+  for (const std::string& n : others) {
+    if (!finished.contains(n)) return std::nullopt;
+  }
+  return fmt::format("{} finished generation {}", fmt::join(others, ", "), gen);
 }
 
 void EtcdCoordinator::Finish(int status) {

@@ -19,7 +19,10 @@
 // - nodes/NODE, under the node's lease (TTL lease_ttl_seconds, kept alive):
 //   the node is alive. A node of the running generation whose key is gone
 //   (and that did not finish) is lost: the node that sees it first opens the
-//   next generation with class node_lost.
+//   next generation with class node_lost. The ranks run only while the lease
+//   is sure to hold (AttachGate): unrenewed for TTL - max(0.5 s, TTL / 5)
+//   since the last renewal was sent, they are fenced (stopped) and the node
+//   rejoins through the next generation; it never resumes the old one.
 // - generation: the job's generation and the fault that opened it. A node
 //   that detects a fault moves it from G to G+1 with a compare-and-swap on
 //   the key's revision, so nodes that detect at once open ONE generation.
@@ -33,8 +36,8 @@
 //   It names the members in node-rank order, MASTER_ADDR/PORT of the first
 //   (the generation's leader) and the agreed step: the newest that every
 //   member holds intact.
-// - gen/G/done/NODE: the node's ranks finished; stopped: a node gave up,
-//   and the others stop too.
+// - gen/G/done/NODE: the node's ranks finished (or it ended with its peers:
+//   PeersFinished); stopped: a node gave up, and the others stop too.
 // A node that comes (back) while a generation runs without it opens the
 // next one, so a restarted supervisor rejoins. While the store has no
 // quorum, no decision is taken: calls are retried (logged, counted in
@@ -81,10 +84,17 @@ class EtcdCoordinator final : public run::Coordinator {
   static Result<std::unique_ptr<EtcdCoordinator>> Create(ClusterOptions options);
   ~EtcdCoordinator() override;
 
+  // The node's lease holds its ranks: they are fenced (stopped) when it has
+  // not been renewed for TTL - max(0.5 s, TTL / 5), before etcd can expire
+  // it, and a fenced node comes back through the next generation.
+  bool AttachGate(run::RankGate& gate) override;
   Status Start(run::FaultSink report) override;
   Decision OnFault(const run::Fault& fault, const run::RestartState& state) override;
   const run::Checkpoint* AgreeCheckpoint(const run::CheckpointScan& local) override;
   std::optional<Placement> Agreed() const override;
+  // One read of gen/G/done/, 0.5 s per member at most (no retries: a store
+  // that does not answer is nullopt, and the fault is recovered as usual).
+  std::optional<std::string> PeersFinished() override;
   std::optional<run::ClusterView> View() const override;
   void Finish(int status) override;
 

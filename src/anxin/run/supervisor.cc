@@ -130,6 +130,9 @@ struct Supervisor::Impl {
   device::DeviceBackend* backend;
   std::vector<device::DeviceInfo> devices;
   std::vector<host::NumaNode> nodes;
+  // Holds the ranks to the coordinator's lease (multi-node jobs only).
+  // Declared before the coordinator, which calls it: it goes last.
+  std::unique_ptr<RankFence> fence;
   std::unique_ptr<Coordinator> coordinator;
 
   std::mutex mu;
@@ -281,6 +284,7 @@ struct Supervisor::Impl {
     if (bind) (void)BindCurrentThread({}, -1);
     if (!child) return std::unexpected(child.error().With("starting " + token));
     r.proc = std::move(*child);
+    if (fence && plan != nullptr) fence->Guard(r.proc->pgid());
     Subprocess* proc = r.proc.get();
     r.waiter = std::thread([this, proc, slot] {
       auto st = proc->Wait();
@@ -314,6 +318,7 @@ struct Supervisor::Impl {
   // Starts every rank of `attempt`.
   Status Launch() {
     const int a = attempt.load();
+    if (fence) fence->Reset();  // a trip before this launch stopped ranks that are gone
     ANXIN_ASSIGN_OR_RETURN(std::vector<RankPlan> plans, PlanLaunch());
     ranks.clear();
     ranks.resize(plans.size());
@@ -337,6 +342,7 @@ struct Supervisor::Impl {
 
   // Reaps r's process (stopped or exited) and closes its log and connection.
   void Reap(Rank& r) {
+    if (fence && r.proc) fence->Release(r.proc->pgid());
     if (r.waiter.joinable()) r.waiter.join();
     if (r.slot) {
       if (control) control->Forget(r.slot->token);
@@ -346,9 +352,13 @@ struct Supervisor::Impl {
     }
   }
 
-  // TERM to every rank's process group, the grace period, then KILL.
+  // TERM to every rank's process group, the grace period, then KILL. Ranks
+  // the fence stopped get no grace: they are frozen in a generation that is
+  // gone, and a TERM would only reach them if they ran again.
   std::string StopRanks(double grace_seconds) {
     for (auto& d : detectors) d->Stop();
+    const bool fenced = fence && fence->Tripped();
+    if (fenced) grace_seconds = 0;
     int running = 0;
     for (Rank& r : ranks) {
       if (r.proc && r.proc->Running()) {
@@ -369,7 +379,9 @@ struct Supervisor::Impl {
     }
     for (Rank& r : ranks) Reap(r);
     return std::to_string(running) + " running rank(s) stopped" +
-           (killed > 0 ? ", " + std::to_string(killed) + " needed SIGKILL" : "");
+           (fenced && running > 0 ? " (fenced: SIGKILL)"
+            : killed > 0          ? ", " + std::to_string(killed) + " needed SIGKILL"
+                                  : "");
   }
 
   StepRecord Begin(Incident& in, std::string name) {
@@ -801,6 +813,10 @@ struct Supervisor::Impl {
       Journal(*pending);
       pending.reset();
     }
+    // Not when fenced: the store is likely what is away, and the ranks wait frozen.
+    if (fault.fault_class != kFaultLeaseLost) {
+      if (auto peers = coordinator->PeersFinished()) return EndWithPeers(in, *peers);
+    }
     ++persist.incidents_by_class[fault.fault_class];
     Coordinator::Decision decision = coordinator->OnFault(fault, state);
     next_generation = decision.generation;
@@ -846,6 +862,47 @@ struct Supervisor::Impl {
     in.outcome = "relaunched";  // no verify_progress step: nothing to wait for
     Journal(in);
     return std::nullopt;
+  }
+
+  // What each rank did, for the end of a job: "rank 0 exited 3", "rank 1
+  // still running".
+  std::string RankOutcomes() {
+    std::string out;
+    for (size_t i = 0; i < ranks.size(); ++i) {
+      Rank& r = ranks[i];
+      std::string what = "not started";
+      if (r.proc && r.proc->Running()) {
+        what = "still running";
+      } else if (r.proc) {
+        auto st = r.proc->Wait(std::chrono::steady_clock::now());
+        what = st ? st->Describe() : "ended";
+      }
+      out += (out.empty() ? "" : ", ") + fmt::format("rank {} {}", i, what);
+    }
+    return out;
+  }
+
+  // Every other node finished the job and this one faulted after them (its
+  // ranks hung or failed in their teardown, or exited non-zero): the job is
+  // over. No restart, no barrier that nobody else will reach: stop what is
+  // left and end with status 0, saying what this node's ranks did.
+  int EndWithPeers(Incident& in, const std::string& peers) {
+    const int64_t last = progress.last_step();
+    const std::string ranks_did = RankOutcomes();
+    in.recovery_path = "none";
+    StepRecord s = Begin(in, "stop_ranks");
+    End(in, s, "ok", StopRanks(o.stop_grace_seconds));
+    const std::string why = fmt::format(
+        "the job finished on the other nodes ({}); this node's ranks {}, then: {} ({}); {}: "
+        "ending with the job, without a restart",
+        peers, last >= 0 ? "reached step " + std::to_string(last) : "reported no step",
+        in.fault.summary, in.fault.fault_class, ranks_did);
+    s = Begin(in, "finish");
+    End(in, s, "ok", why);
+    in.outcome = "peers_finished";
+    Journal(in);
+    spdlog::warn("anxin run: {}", why);
+    return 0;
   }
 
   // After an agreement: the nodes' view goes into the incident; a placement
@@ -1087,6 +1144,7 @@ struct Supervisor::Impl {
   bool InProcessEligible(const Fault& f) const {
     if (!control || !o.in_process) return false;
     if (IsDeviceClass(f.fault_class) || f.fault_class == "supervisor_restart") return false;
+    if (f.fault_class == kFaultLeaseLost) return false;  // its ranks are frozen: none answers
     if (o.playbooks && o.playbooks->by_fault.contains(f.fault_class)) return false;
     for (const Rank& r : ranks) {
       if (Answers(r)) return true;
@@ -1231,6 +1289,7 @@ struct Supervisor::Impl {
     std::vector<Rank> old = std::move(ranks);
     ranks.clear();
     ranks.resize(plans->size());
+    if (fence) fence->Reset();
     for (size_t i = 0; i < plans->size(); ++i) ranks[i].plan = (*plans)[i];
     (void)StartWatching(a);
     int rejoined = 0, from_spare = 0, started = 0;
@@ -1270,6 +1329,7 @@ struct Supervisor::Impl {
           take->slot->log = log ? *log : nullptr;
         }
         take->plan = plan;
+        if (fence && spare) fence->Guard(take->proc->pgid());
         take->exited = take->ok = false;
         if (control->Send(take->slot->token, msg)) {
           (spare ? from_spare : rejoined)++;
@@ -1333,6 +1393,16 @@ struct Supervisor::Impl {
     if (!coordinator) {
       coordinator = std::make_unique<LocalCoordinator>(o.max_restarts, o.storm_limit);
     }
+    fence = std::make_unique<RankFence>();
+    if (coordinator->AttachGate(*fence)) {
+      // Before the coordinator's threads start: the fork copies only this one.
+      if (Status g = fence->StartGuard(); !g) {
+        spdlog::warn("anxin run: {}: the ranks are fenced only while the supervisor runs",
+                     g.error().Describe());
+      }
+    } else {
+      fence.reset();
+    }
     ANXIN_TRY(CreateDetectors());
     if (o.in_process) {
       auto rc = RankControl::Start();
@@ -1360,6 +1430,13 @@ struct Supervisor::Impl {
         }
         return 128 + sig;
       }
+      // Before anything the ranks did is acted on: has this node lost its
+      // place in the job (a lease not renewed in time, also because this
+      // process was stalled)? Then its ranks are stopped and it rejoins.
+      if (auto trip = fence ? fence->Tripped() : std::nullopt) {
+        if (auto rc = RecoverFenced(*trip)) return *rc;
+        continue;  // the batch belongs to the stopped attempt
+      }
       for (Event& e : batch) {
         if (e.attempt != attempt.load()) continue;  // from ranks already stopped
         if (e.kind == Event::kExit) {
@@ -1381,6 +1458,24 @@ struct Supervisor::Impl {
       CheckVerify();
       MaintainSpares();
     }
+  }
+
+  // A tripped fence is a fault of class lease_lost for the running attempt;
+  // returns the exit status when its recovery ends the run.
+  std::optional<int> RecoverFenced(const RankFence::Trip& trip) {
+    Fault f;
+    f.detector = "fence";
+    f.fault_class = kFaultLeaseLost;
+    f.severity = device::Severity::kCritical;
+    f.summary = trip.why;
+    f.seen = clock->Now();
+    f.wall = f.seen;
+    f.attempt = attempt.load();
+    if (auto rc = Recover(std::move(f))) {
+      StopRanks(o.stop_grace_seconds);
+      return rc;
+    }
+    return std::nullopt;
   }
 
   // The detectors named in the options (all registered ones when none are),

@@ -46,6 +46,7 @@
 #include "anxin/run/journal.h"
 #include "anxin/run/launch.h"
 #include "anxin/run/playbook.h"
+#include "anxin/run/rank_fence.h"
 
 namespace anxin::run {
 
@@ -161,8 +162,25 @@ class Coordinator {
     (void)report;
     return Ok();
   }
+  // A coordinator that holds this node's place in the job by a lease takes
+  // the supervisor's gate (before Start) and returns true: it calls
+  // gate.RunUntil after each renewal and gate.Fence once it knows the lease
+  // is gone; the supervisor stops the ranks when the gate's time passes and
+  // reports a fault of class kFaultLeaseLost, which OnFault must answer
+  // without the store (it may be what is away): the node rejoins. The gate
+  // outlives the coordinator. False (the default): no lease, no fence.
+  virtual bool AttachGate(RankGate& gate) {
+    (void)gate;
+    return false;
+  }
   // nullopt: one node; the options' own addresses and ranks.
   virtual std::optional<Placement> Agreed() const { return std::nullopt; }
+  // Asked when this node faults, before OnFault: every other node of the
+  // running generation has finished (its ranks all exited 0). Then the job
+  // is over and this node ends too, without a restart or a barrier; the
+  // result names those nodes ("node-0, node-1 finished generation 3").
+  // nullopt: they have not, there are none, or the store does not say.
+  virtual std::optional<std::string> PeersFinished() { return std::nullopt; }
   // The last agreement, for the incident journal.
   virtual std::optional<ClusterView> View() const { return std::nullopt; }
   // Run is over with this status (0: the job finished).
