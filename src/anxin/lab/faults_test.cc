@@ -3,6 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "anxin/base/testing.h"
 
 namespace anxin::lab {
@@ -81,6 +83,15 @@ TEST(FaultPlanTest, TheShippedDefaultParses) {
   // warning as well, and a crash.
   EXPECT_EQ(alerts, 5);
   EXPECT_EQ(recoveries, 2);  // the link of the job's NPU 0, and the crash
+}
+
+TEST(FaultPlanTest, TheEveryKindExampleHasEachKindOnce) {
+  auto plan = LoadFaultPlan(testing::SourcePath("examples/lab/every-kind.yaml"), {.nodes = 4});
+  ASSERT_THAT(plan, IsOk());
+  std::set<FaultKind> kinds;
+  for (const LabFault& f : plan->faults) kinds.insert(f.kind);
+  EXPECT_EQ(kinds.size(), 7u);
+  EXPECT_EQ(plan->faults.size(), 8u);  // two temperatures: 88 C and 97 C
 }
 
 }  // namespace

@@ -227,7 +227,7 @@ std::string AlertmanagerConfig(int notify_port) {
       "route:\n"
       "  receiver: anxin\n"
       "  group_by: [alertname, node, device, port, rank, fault_class]\n"
-      "  group_wait: 1s\n"
+      "  group_wait: 0s\n"
       "  group_interval: 2s\n"
       "  repeat_interval: 4h\n"
       "receivers:\n"
