@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "../support/etcd_cluster.h"
+#include "../support/run_node.h"
 #include "anxin/base/http.h"
 #include "anxin/base/subprocess.h"
 #include "anxin/base/testing.h"
@@ -21,10 +22,10 @@
 namespace anxin::run {
 namespace {
 
-using ::anxin::testing::AnxinBinary;
 using ::anxin::testing::EtcdCluster;
 using ::anxin::testing::FixturePath;
 using ::anxin::testing::RunAnxin;
+using ::anxin::testing::RunNode;
 using ::anxin::testing::SourcePath;
 using ::anxin::testing::TempDir;
 using ::anxin::testing::WaitFor;
@@ -39,57 +40,6 @@ bool HaveTorch() {
   }();
   return have;
 }
-
-// One node's `anxin run`, its output kept.
-class NodeProcess {
- public:
-  NodeProcess(std::vector<std::string> args) : args_(std::move(args)) {}
-  ~NodeProcess() {
-    if (proc_) (void)proc_->Stop(0s);
-  }
-  bool Start() {
-    SubprocessOptions so;
-    so.argv = args_;
-    so.argv.insert(so.argv.begin(), AnxinBinary());
-    so.timeout = 150s;
-    so.on_stdout = [this](const OutputLine& l) { Add(l.text); };
-    so.on_stderr = [this](const OutputLine& l) { Add(l.text); };
-    auto p = Subprocess::Start(std::move(so));
-    EXPECT_TRUE(p.has_value()) << p.error().ToString();
-    if (!p) return false;
-    proc_ = std::move(*p);
-    return true;
-  }
-  // The supervisor only: its ranks follow it (PR_SET_PDEATHSIG).
-  void Kill9() {
-    if (proc_) (void)kill(proc_->pid(), SIGKILL);
-    (void)proc_->Wait();
-  }
-  ExitStatus Wait(std::chrono::seconds limit = 120s) {
-    auto st = proc_->Wait(std::chrono::steady_clock::now() + limit);
-    if (!st) {
-      ADD_FAILURE() << "node still running after " << limit.count() << " s:\n" << Output();
-      (void)proc_->Stop(0s);
-      return {};
-    }
-    return *st;
-  }
-  std::string Output() {
-    std::lock_guard lock(mu_);
-    return out_;
-  }
-  bool Saw(const std::string& text) { return Output().find(text) != std::string::npos; }
-
- private:
-  void Add(const std::string& line) {
-    std::lock_guard lock(mu_);
-    out_ += line + "\n";
-  }
-  std::vector<std::string> args_;
-  std::unique_ptr<Subprocess> proc_;
-  std::mutex mu_;
-  std::string out_;
-};
 
 class ClusterCliTest : public ::testing::Test {
  protected:
@@ -174,8 +124,8 @@ class ClusterCliTest : public ::testing::Test {
 };
 
 TEST_F(ClusterCliTest, ARankCrashOnOneNodeRestartsBothFromTheSameCheckpoint) {
-  NodeProcess n0(Args(0, "2", {"--crash-at", "13", "--fault-rank", "1"}));
-  NodeProcess n1(Args(1, "2", {"--crash-at", "13", "--fault-rank", "1"}));
+  RunNode n0(Args(0, "2", {"--crash-at", "13", "--fault-rank", "1"}));
+  RunNode n1(Args(1, "2", {"--crash-at", "13", "--fault-rank", "1"}));
   ASSERT_TRUE(n0.Start() && n1.Start());
   const ExitStatus s0 = n0.Wait();
   const ExitStatus s1 = n1.Wait();
@@ -208,7 +158,7 @@ TEST_F(ClusterCliTest, ARankCrashOnOneNodeRestartsBothFromTheSameCheckpoint) {
                         "agreed step 10\n"));
   EXPECT_THAT(table.stdout_text, HasSubstr("newest intact step 10"));
   // Both ranks went on after step 10, to the end.
-  for (NodeProcess* n : {&n0, &n1}) {
+  for (RunNode* n : {&n0, &n1}) {
     auto steps = Steps(n->Output());
     ASSERT_FALSE(steps.empty());
     EXPECT_EQ(steps.back(), 24);
@@ -229,8 +179,8 @@ std::multimap<int, std::string> LossesOf(const std::string& out) {
 
 TEST_F(ClusterCliTest, AWarmSpareTakesACrashedRanksPlaceWhileTheOtherNodeRestartsInProcess) {
   const std::vector<std::string> spare = {"--warm-spares", "1"};
-  NodeProcess n0(Args(0, "2", {"--crash-at", "13", "--fault-rank", "1"}, spare));
-  NodeProcess n1(Args(1, "2", {"--crash-at", "13", "--fault-rank", "1"}, spare));
+  RunNode n0(Args(0, "2", {"--crash-at", "13", "--fault-rank", "1"}, spare));
+  RunNode n1(Args(1, "2", {"--crash-at", "13", "--fault-rank", "1"}, spare));
   ASSERT_TRUE(n0.Start() && n1.Start());
   ASSERT_TRUE(n0.Wait().ok()) << n0.Output();
   ASSERT_TRUE(n1.Wait().ok()) << n1.Output();
@@ -258,8 +208,8 @@ TEST_F(ClusterCliTest, AWarmSpareTakesACrashedRanksPlaceWhileTheOtherNodeRestart
 }
 
 TEST_F(ClusterCliTest, AHangOnOneNodeIsOneGenerationForBoth) {
-  NodeProcess n0(Args(0, "2", {"--hang-at", "8"}, {"--hang-timeout", "3s"}));
-  NodeProcess n1(Args(1, "2", {"--hang-at", "8"}, {"--hang-timeout", "3s"}));
+  RunNode n0(Args(0, "2", {"--hang-at", "8"}, {"--hang-timeout", "3s"}));
+  RunNode n1(Args(1, "2", {"--hang-at", "8"}, {"--hang-timeout", "3s"}));
   ASSERT_TRUE(n0.Start() && n1.Start());
   ASSERT_TRUE(n0.Wait().ok()) << n0.Output();
   ASSERT_TRUE(n1.Wait().ok()) << n1.Output();
@@ -278,8 +228,8 @@ TEST_F(ClusterCliTest, AHangOnOneNodeIsOneGenerationForBoth) {
 TEST_F(ClusterCliTest, ACorruptNewestCheckpointOnOneNodeMakesAllResumeFromTheOlderStep) {
   // Rank 0 (node 0) corrupts its node's iter_0000010 just before rank 1
   // (node 1) crashes at step 13: node 1 still holds 10 intact, node 0 not.
-  NodeProcess n0(Args(0, "2", {"--crash-at", "13", "--fault-rank", "1", "--corrupt-newest"}));
-  NodeProcess n1(Args(1, "2", {"--crash-at", "13", "--fault-rank", "1", "--corrupt-newest"}));
+  RunNode n0(Args(0, "2", {"--crash-at", "13", "--fault-rank", "1", "--corrupt-newest"}));
+  RunNode n1(Args(1, "2", {"--crash-at", "13", "--fault-rank", "1", "--corrupt-newest"}));
   ASSERT_TRUE(n0.Start() && n1.Start());
   ASSERT_TRUE(n0.Wait().ok()) << n0.Output();
   ASSERT_TRUE(n1.Wait().ok()) << n1.Output();
@@ -296,12 +246,12 @@ TEST_F(ClusterCliTest, ACorruptNewestCheckpointOnOneNodeMakesAllResumeFromTheOld
 
 TEST_F(ClusterCliTest, AKilledSupervisorRejoinsAndTheJobFinishes) {
   rdzv_timeout_ = "30s";  // node 0 waits for node 1 to come back
-  NodeProcess n0(Args(0, "2", {"--steps", "40"}));
-  auto n1 = std::make_unique<NodeProcess>(Args(1, "2", {"--steps", "40"}));
+  RunNode n0(Args(0, "2", {"--steps", "40"}));
+  auto n1 = std::make_unique<RunNode>(Args(1, "2", {"--steps", "40"}));
   ASSERT_TRUE(n0.Start() && n1->Start());
   ASSERT_TRUE(WaitFor([&] { return n0.Saw("step 7 loss"); }, 60s)) << n0.Output();
   n1->Kill9();
-  NodeProcess again(Args(1, "2", {"--steps", "40"}));  // same state dir: it resumes
+  RunNode again(Args(1, "2", {"--steps", "40"}));  // same state dir: it resumes
   ASSERT_TRUE(again.Start());
   ASSERT_TRUE(n0.Wait().ok()) << n0.Output();
   ASSERT_TRUE(again.Wait().ok()) << again.Output();
@@ -329,9 +279,9 @@ TEST_F(ClusterCliTest, ANodeThatNeverComesBackShrinksTheJobThenBelowMinStopsIt) 
                  hook.address() + "/hook\", timeout: 5s}\nfaults:\n  escalation: page\n");
   const std::vector<std::string> page = {"--playbook", dir_ / "page.yaml"};
   const std::vector<std::string> job = {"--steps", "100", "--step-time", "0.1"};
-  NodeProcess n0(Args(0, "2:3", job, page));
-  NodeProcess n1(Args(1, "2:3", job, page));
-  NodeProcess n2(Args(2, "2:3", job, page));
+  RunNode n0(Args(0, "2:3", job, page));
+  RunNode n1(Args(1, "2:3", job, page));
+  RunNode n2(Args(2, "2:3", job, page));
   ASSERT_TRUE(n0.Start() && n1.Start() && n2.Start());
   ASSERT_TRUE(WaitFor([&] { return n0.Saw("step 6 loss"); }, 60s)) << n0.Output();
   n2.Kill9();
@@ -362,8 +312,8 @@ TEST_F(ClusterCliTest, ANodeThatNeverComesBackShrinksTheJobThenBelowMinStopsIt) 
 }
 
 TEST_F(ClusterCliTest, TheEtcdLeaderKilledMidRecoveryDoesNotStopIt) {
-  NodeProcess n0(Args(0, "2", {"--crash-at", "13", "--fault-rank", "1"}));
-  NodeProcess n1(Args(1, "2", {"--crash-at", "13", "--fault-rank", "1"}));
+  RunNode n0(Args(0, "2", {"--crash-at", "13", "--fault-rank", "1"}));
+  RunNode n1(Args(1, "2", {"--crash-at", "13", "--fault-rank", "1"}));
   ASSERT_TRUE(n0.Start() && n1.Start());
   ASSERT_TRUE(WaitFor([&] { return n1.Saw("crashing at step 13"); }, 60s)) << n1.Output();
   const int leader = etcd_.Leader();

@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "../support/etcd_cluster.h"
+#include "../support/run_node.h"
 #include "../support/tcp_relay.h"
 #include "anxin/base/subprocess.h"
 #include "anxin/base/testing.h"
@@ -27,9 +28,9 @@
 namespace anxin::run {
 namespace {
 
-using ::anxin::testing::AnxinBinary;
 using ::anxin::testing::EtcdCluster;
 using ::anxin::testing::FixturePath;
+using ::anxin::testing::RunNode;
 using ::anxin::testing::TcpRelay;
 using ::anxin::testing::TempDir;
 using ::anxin::testing::WaitFor;
@@ -79,45 +80,10 @@ double WallNow() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-// One node's `anxin run`, its output kept.
-class Node {
+// One node's `anxin run`, its output kept, and its rank's step lines.
+class Node : public RunNode {
  public:
-  explicit Node(std::vector<std::string> args) : args_(std::move(args)) {}
-  ~Node() {
-    if (proc_) {
-      (void)::kill(proc_->pid(), SIGCONT);
-      (void)proc_->Stop(0s);
-    }
-  }
-  bool Start() {
-    SubprocessOptions so;
-    so.argv = args_;
-    so.argv.insert(so.argv.begin(), AnxinBinary());
-    so.timeout = 120s;
-    so.on_stdout = [this](const OutputLine& l) { Add(l.text); };
-    so.on_stderr = [this](const OutputLine& l) { Add(l.text); };
-    auto p = Subprocess::Start(std::move(so));
-    EXPECT_TRUE(p.has_value()) << p.error().ToString();
-    if (!p) return false;
-    proc_ = std::move(*p);
-    return true;
-  }
-  // The supervisor only (its ranks and its fence guard run on).
-  void Signal(int sig) { (void)::kill(proc_->pid(), sig); }
-  ExitStatus Wait(std::chrono::seconds limit = 60s) {
-    auto st = proc_->Wait(std::chrono::steady_clock::now() + limit);
-    if (!st) {
-      ADD_FAILURE() << "node still running after " << limit.count() << " s:\n" << Output();
-      (void)proc_->Stop(0s);
-      return {};
-    }
-    return *st;
-  }
-  std::string Output() {
-    std::lock_guard lock(mu_);
-    return out_;
-  }
-  bool Saw(const std::string& text) { return Output().find(text) != std::string::npos; }
+  using RunNode::RunNode;
   std::vector<StepLine> Steps() { return StepLines(Output()); }
   // A step line of generation >= gen exists.
   bool Stepped(int gen) {
@@ -126,16 +92,6 @@ class Node {
     }
     return false;
   }
-
- private:
-  void Add(const std::string& line) {
-    std::lock_guard lock(mu_);
-    out_ += line + "\n";
-  }
-  std::vector<std::string> args_;
-  std::unique_ptr<Subprocess> proc_;
-  std::mutex mu_;
-  std::string out_;
 };
 
 class PartitionTest : public ::testing::Test {
