@@ -1194,9 +1194,10 @@ Result<int> Status(const LabFlags& flags, bool json) {
   const auto alerts = status.value("alerts", nlohmann::json::array());
   std::printf("alerts in Prometheus: %zu\n", alerts.size());
   for (const auto& a : alerts) {
-    std::printf("  %-8s %s %s NPU %s\n", a.value("state", "").c_str(),
+    const std::string device = a.value("device", "");
+    std::printf("  %-8s %s %s%s%s\n", a.value("state", "").c_str(),
                 a.value("alertname", "").c_str(), a.value("node", "").c_str(),
-                a.value("device", "").c_str());
+                device.empty() ? "" : " NPU ", device.c_str());
   }
   if (running) {
     const nlohmann::json links = status.value("links", nlohmann::json::object());
