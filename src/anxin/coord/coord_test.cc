@@ -24,6 +24,8 @@ TEST(CoordTest, ParseEndpointsTakesTorchrunSpelling) {
               HasCode(ErrorCode::kInvalidArgument, HasSubstr("--rdzv-endpoint")));
   EXPECT_THAT(ParseEndpoints("a:1,,b:2"), HasCode(ErrorCode::kInvalidArgument));
   EXPECT_THAT(ParseEndpoints("a:99999"), HasCode(ErrorCode::kInvalidArgument));
+  EXPECT_THAT(ParseEndpoints("https://10.0.0.2:2379"),
+              HasCode(ErrorCode::kInvalidArgument, HasSubstr("TLS to etcd is not supported")));
 }
 
 TEST(CoordTest, AStoreNobodyServesIsUnavailableNamingTheEndpoint) {

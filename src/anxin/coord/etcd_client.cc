@@ -74,6 +74,11 @@ Result<std::vector<std::string>> ParseEndpoints(std::string_view text) {
   std::vector<std::string> out;
   for (std::string_view part : Split(text, ',')) {
     std::string_view e = Trim(part);
+    if (e.starts_with("https://")) {
+      return InvalidArgument("--rdzv-endpoint: '" + std::string(e) +
+                             "': TLS to etcd is not supported yet; give an http:// client URL "
+                             "(etcd --listen-client-urls http://...)");
+    }
     if (e.starts_with("http://")) e.remove_prefix(7);
     const size_t colon = e.rfind(':');
     if (e.empty() || colon == std::string_view::npos || colon == 0 ||
