@@ -95,16 +95,7 @@ class ClusterCliTest : public ::testing::Test {
     return in ? *in : std::vector<Incident>{};
   }
 
-  // The generation the store holds now.
-  int StoreGeneration() {
-    auto out = RunCommand({"/usr/bin/etcdctl", "--endpoints", etcd_.Endpoints(), "get",
-                           "/anxin/run/" + job_ + "/generation", "--print-value-only"},
-                          {.timeout = 10s, .env = {"ETCDCTL_API=3"}});
-    if (!out || !out->ok()) return -1;
-    std::smatch m;
-    if (!std::regex_search(out->stdout_text, m, std::regex(R"("generation":(\d+))"))) return -1;
-    return std::stoi(m[1]);
-  }
+  int StoreGeneration() { return ::anxin::testing::StoredGeneration(etcd_.Endpoints(), job_); }
 
   // The steps node `node`'s local rank 0 printed.
   static std::vector<int> Steps(const std::string& out) {
@@ -208,8 +199,8 @@ TEST_F(ClusterCliTest, AWarmSpareTakesACrashedRanksPlaceWhileTheOtherNodeRestart
 }
 
 TEST_F(ClusterCliTest, AHangOnOneNodeIsOneGenerationForBoth) {
-  RunNode n0(Args(0, "2", {"--hang-at", "8"}, {"--hang-timeout", "3s"}));
-  RunNode n1(Args(1, "2", {"--hang-at", "8"}, {"--hang-timeout", "3s"}));
+  RunNode n0(Args(0, "2", {"--hang-at", "8"}, {"--hang-timeout", "5s"}));
+  RunNode n1(Args(1, "2", {"--hang-at", "8"}, {"--hang-timeout", "5s"}));
   ASSERT_TRUE(n0.Start() && n1.Start());
   ASSERT_TRUE(n0.Wait().ok()) << n0.Output();
   ASSERT_TRUE(n1.Wait().ok()) << n1.Output();

@@ -164,15 +164,7 @@ class PartitionTest : public ::testing::Test {
     return in ? *in : std::vector<Incident>{};
   }
 
-  int StoreGeneration() {
-    auto out = RunCommand({"/usr/bin/etcdctl", "--endpoints", etcd_.Endpoints(), "get",
-                           "/anxin/run/" + job_ + "/generation", "--print-value-only"},
-                          {.timeout = 10s, .env = {"ETCDCTL_API=3"}});
-    if (!out || !out->ok()) return -1;
-    std::smatch m;
-    if (!std::regex_search(out->stdout_text, m, std::regex(R"("generation":(\d+))"))) return -1;
-    return std::stoi(m[1]);
-  }
+  int StoreGeneration() { return ::anxin::testing::StoredGeneration(etcd_.Endpoints(), job_); }
 
   // The fencing rule, from the ranks' own timestamps: the first time a rank
   // of `others` started in a generation after `old_gen`, and every step of

@@ -20,6 +20,7 @@
 #include <chrono>
 #include <memory>
 #include <mutex>
+#include <regex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -91,6 +92,18 @@ class RunNode {
   std::mutex mu_;
   std::string out_;
 };
+
+// The generation job's record in etcd holds now (`etcdctl get`), -1 when
+// it cannot be read.
+inline int StoredGeneration(const std::string& endpoints, const std::string& job) {
+  auto out = RunCommand({"/usr/bin/etcdctl", "--endpoints", endpoints, "get",
+                         "/anxin/run/" + job + "/generation", "--print-value-only"},
+                        {.timeout = std::chrono::seconds(10), .env = {"ETCDCTL_API=3"}});
+  if (!out || !out->ok()) return -1;
+  std::smatch m;
+  if (!std::regex_search(out->stdout_text, m, std::regex(R"("generation":(\d+))"))) return -1;
+  return std::stoi(m[1]);
+}
 
 }  // namespace anxin::testing
 

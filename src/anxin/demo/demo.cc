@@ -67,8 +67,9 @@ struct DemoContext {
   Clock& clock;
   std::stop_token stop;
   // The simulated node, made before anything is printed so that a bad
-  // scenario is reported alone.
-  std::unique_ptr<device::DeviceBackend> backend;
+  // scenario is reported alone. Owned by RunDemo, declared there before the
+  // agent whose sampling thread reads it, so that it outlives that thread.
+  device::DeviceBackend* backend = nullptr;
   double seconds = 6;
   double interval_seconds = 0.5;
   bool tty = false;
@@ -589,6 +590,9 @@ Result<int> RunDemo(const DemoFlags& flags, bool json, std::string_view version)
   ANXIN_ASSIGN_OR_RETURN(const DemoPlan plan, PlanDemo(flags));
   auto backend = device::CreateBackend("sim", {.scenario = flags.scenario, .clock = &RealClock()});
   if (!backend) return std::unexpected(backend.error().With("--scenario " + flags.scenario));
+  // Destroyed after the agent below (locals go in reverse order): the agent's
+  // exporter samples it until the agent stops.
+  const std::unique_ptr<device::DeviceBackend> node = *std::move(backend);
   const bool tty = isatty(STDOUT_FILENO) == 1 && !json;
   // Before the agent's threads start, so that they leave the signals to it
   // and Ctrl-C reaches the demo's stop token.
@@ -601,7 +605,7 @@ Result<int> RunDemo(const DemoFlags& flags, bool json, std::string_view version)
   agent_options.interval = std::chrono::milliseconds(500);
   agent_options.doctor_interval = Clock::Duration::zero();
   agent_options.version = std::string(version);
-  auto agent = StartAgent(**backend, agent_options);
+  auto agent = StartAgent(*node, agent_options);
   if (!agent) return std::unexpected(agent.error().With("the demo's agent"));
   if (!json) {
     std::printf("The node's agent serves %s/ (live page) and %s/metrics while the demo runs.\n\n",
@@ -609,7 +613,7 @@ Result<int> RunDemo(const DemoFlags& flags, bool json, std::string_view version)
   }
   DemoContext ctx{.clock = RealClock(),
                   .stop = signals.token(),
-                  .backend = *std::move(backend),
+                  .backend = node.get(),
                   .seconds = plan.seconds,
                   .interval_seconds = plan.interval_seconds,
                   .tty = tty,
