@@ -11,6 +11,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <mutex>
 #include <thread>
 
@@ -258,12 +259,18 @@ struct HttpClient::Impl {
     httplib::Headers headers;
     for (const auto& [k, v] : options.headers) headers.emplace(k, v);
     client.set_default_headers(std::move(headers));
+    if (!options.tls_server_name.empty()) {
+      // The URL names the server; the address it resolves to is the host's.
+      const size_t colon = host_port.rfind(':');
+      client.set_hostname_addr_map({{options.tls_server_name, host_port.substr(0, colon)}});
+    }
   }
 
   // Runs one request and turns transport failures into Errors.
   template <typename F>
   Result<HttpResponse> Do(std::string_view method, std::string_view path, F&& request) {
     std::lock_guard lock(mu);
+    stopped = false;
     auto start = std::chrono::steady_clock::now();
     httplib::Result res = request(client);
     auto elapsed = std::chrono::steady_clock::now() - start;
@@ -283,6 +290,7 @@ struct HttpClient::Impl {
           return Unavailable(what + ": cannot connect to " + host_port +
                              " (connection refused or unreachable): is the server running?");
         case httplib::Error::Read:
+          if (stopped.exchange(false)) return Cancelled(what + ": stopped");
           if (elapsed >= options.timeout) {
             return DeadlineExceeded(what + ": no response from " + host_port + " within " +
                                     secs(options.timeout));
@@ -293,9 +301,16 @@ struct HttpClient::Impl {
           return Unavailable(what + ": the TLS handshake with " + host_port +
                              " failed (a plain-HTTP server, an old TLS version, or a server "
                              "that requires a client certificate)");
-        case httplib::Error::SSLServerVerification:
-          return Unavailable(what + ": the certificate of " + host_port +
-                             " is not trusted or does not name that host; give its CA");
+        case httplib::Error::SSLServerVerification: {
+          const long v = client.get_openssl_verify_result();
+          const std::string reason =
+              v != X509_V_OK ? std::string(X509_verify_cert_error_string(v)) + ": " : "";
+          return Unavailable(what + ": the certificate of " + host_port + " is not trusted (" +
+                             reason + "a CA other than the one given, or a certificate that " +
+                             "does not name that host); give its CA");
+        }
+        case httplib::Error::Canceled:
+          return Cancelled(what + ": stopped");
         case httplib::Error::SSLLoadingCerts:
           return InvalidArgument(what + ": cannot load the CA or client certificate files");
         default:
@@ -314,6 +329,7 @@ struct HttpClient::Impl {
   std::string host_port;
   HttpClientOptions options;
   std::mutex mu;
+  std::atomic<bool> stopped{false};  // Stop() was called during a request
   httplib::Client client;
 };
 
@@ -348,6 +364,10 @@ Result<HttpClient> HttpClient::ForUrl(std::string_view base_url, HttpClientOptio
   }
   std::string url(base_url);
   if (url.ends_with("/")) url.pop_back();
+  if (!options.tls_server_name.empty() && url.starts_with("https://")) {
+    const size_t colon = hp.rfind(':');
+    url = "https://" + options.tls_server_name + ":" + hp.substr(colon + 1);
+  }
   return HttpClient(std::make_unique<Impl>(url, hp, std::move(options)));
 }
 
@@ -390,6 +410,26 @@ Result<int> FreeLoopbackPort() {
   ::close(fd);
   if (port == 0) return Unavailable("no free TCP port on 127.0.0.1");
   return port;
+}
+
+Result<HttpResponse> HttpClient::PostStream(std::string_view path, std::string_view body,
+                                            const std::function<bool(std::string_view)>& on_body,
+                                            const HttpHeaders& headers) {
+  httplib::Request req;
+  req.method = "POST";
+  req.path = std::string(path);
+  for (const auto& [k, v] : headers) req.headers.emplace(k, v);
+  req.headers.emplace("Content-Type", "application/json");
+  req.body = std::string(body);
+  req.content_receiver = [&on_body](const char* data, size_t n, uint64_t, uint64_t) {
+    return on_body(std::string_view(data, n));
+  };
+  return impl_->Do("POST", path, [&](httplib::Client& c) { return c.send(req); });
+}
+
+void HttpClient::Stop() {
+  impl_->stopped = true;
+  impl_->client.stop();
 }
 
 }  // namespace anxin

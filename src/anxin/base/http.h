@@ -139,6 +139,10 @@ struct HttpClientOptions {
   std::string ca_file{};
   std::string client_cert_file{};
   std::string client_key_file{};
+  // https:// only: the name the server's certificate must carry (and the
+  // SNI sent) when it differs from the host connected to, e.g. an IP address
+  // whose certificate names etcd.example.com.
+  std::string tls_server_name{};
 };
 
 class HttpClient {
@@ -157,6 +161,17 @@ class HttpClient {
   Result<HttpResponse> Post(std::string_view path, std::string_view body,
                             std::string_view content_type = "application/json",
                             const HttpHeaders& headers = {});
+  // POST for a streamed response (an endless chunked body, etcd's watch):
+  // each piece of the body goes to on_body as it arrives, and the returned
+  // response's body is empty. on_body returning false ends the request
+  // (kCancelled). timeout is then the longest silence between two pieces.
+  Result<HttpResponse> PostStream(std::string_view path, std::string_view body,
+                                  const std::function<bool(std::string_view)>& on_body,
+                                  const HttpHeaders& headers = {});
+  // From any thread: a request blocked on the network fails at once
+  // (kCancelled, or kUnavailable while connecting); later requests connect
+  // anew.
+  void Stop();
 
   // "http://127.0.0.1:41234"
   const std::string& base_url() const;

@@ -37,6 +37,18 @@ CommandMain Setup(CLI::App& app) {
       ->check(AtLeast(0));
   app.add_option("--rdzv-timeout", o->rdzv_timeout,
                  "how long a recovery waits for the other nodes at its barrier (default 30s)");
+  app.add_option("--rdzv-conf", o->rdzv_conf,
+                 "etcd's TLS and user as KEY=VALUE,...: cacert, cert, key, server_name, user, "
+                 "password (the --etcd-* flags win)");
+  app.add_option("--etcd-cacert", o->etcd_cacert,
+                 "CA file that signed the etcd members' certificates (https)");
+  app.add_option("--etcd-cert", o->etcd_cert,
+                 "client certificate for an etcd started with --client-cert-auth");
+  app.add_option("--etcd-key", o->etcd_key, "the client certificate's key");
+  app.add_option("--etcd-server-name", o->etcd_server_name,
+                 "the name in the etcd members' certificates, when not the endpoint's host");
+  app.add_option("--etcd-user", o->etcd_user,
+                 "etcd user, NAME or NAME:PASSWORD (else the password from ANXIN_ETCD_PASSWORD)");
   app.add_option("--max-restarts", o->max_restarts,
                  "relaunches allowed in the whole run (default: run.max_restarts, else 3)")
       ->check(AtLeast(0));

@@ -1,5 +1,6 @@
 #include "anxin/coord/etcd_client.h"
 
+#include <atomic>
 #include <nlohmann/json.hpp>
 
 #include "anxin/base/http.h"
@@ -68,6 +69,66 @@ Result<EtcdRange> ParseRange(const json& j) {
   return r;
 }
 
+// The end of the first complete JSON object at the start of text (after
+// any whitespace), or npos while it is still incomplete. The watch stream
+// is a sequence of such objects.
+size_t EtcdJsonObjectEnd(std::string_view text) {
+  int depth = 0;
+  bool in_string = false;
+  bool escaped = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char ch = text[i];
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (ch == '\\') {
+        escaped = true;
+      } else if (ch == '"') {
+        in_string = false;
+      }
+      continue;
+    }
+    if (ch == '"') {
+      in_string = true;
+    } else if (ch == '{') {
+      ++depth;
+    } else if (ch == '}') {
+      if (--depth == 0) return i + 1;
+    }
+  }
+  return std::string_view::npos;
+}
+
+// etcd refused the token: it expired (--auth-token-ttl) or the member
+// restarted.
+bool EtcdTokenRejected(std::string_view message) {
+  return message.find("invalid auth token") != std::string_view::npos ||
+         message.find("user name is empty") != std::string_view::npos ||
+         message.find("auth revision") != std::string_view::npos;
+}
+
+// base/http's words for a certificate etcd's member or this client cannot
+// get past: retrying does not help.
+bool EtcdTlsRefused(std::string_view message) {
+  return message.find("is not trusted") != std::string_view::npos ||
+         message.find("cannot load the CA") != std::string_view::npos;
+}
+
+// The message of a gateway error body: {"error": "...", "code": N} from
+// unary calls, {"error": {"message": ..., "grpc_code": N}} from streams.
+std::pair<int, std::string> EtcdErrorOf(const json& err, std::string_view raw) {
+  if (!err.is_object()) return {0, std::string(Trim(raw.substr(0, 200)))};
+  if (auto e = err.find("error"); e != err.end() && e->is_object()) {
+    return {e->value("grpc_code", e->value("code", 0)), e->value("message", e->dump())};
+  }
+  std::string message = err.value("message", "");
+  if (message.empty() && err.contains("error") && err["error"].is_string()) {
+    message = err["error"].get<std::string>();
+  }
+  if (message.empty()) message = std::string(Trim(raw.substr(0, 200)));
+  return {err.value("code", 0), message};
+}
+
 }  // namespace
 
 Result<std::vector<std::string>> ParseEndpoints(std::string_view text) {
@@ -80,11 +141,13 @@ Result<std::vector<std::string>> ParseEndpoints(std::string_view text) {
                              "(etcd --listen-client-urls http://...)");
     }
     if (e.starts_with("http://")) e.remove_prefix(7);
-    const size_t colon = e.rfind(':');
-    if (e.empty() || colon == std::string_view::npos || colon == 0 ||
-        !ParseInt(e.substr(colon + 1)) || *ParseInt(e.substr(colon + 1)) <= 0 ||
-        *ParseInt(e.substr(colon + 1)) > 65535) {
-      return InvalidArgument("--rdzv-endpoint: expected host:port[,host:port...], got '" +
+    const bool https = e.starts_with("https://");
+    const std::string_view host_port = https ? e.substr(8) : e;
+    const size_t colon = host_port.rfind(':');
+    if (host_port.empty() || colon == std::string_view::npos || colon == 0 ||
+        !ParseInt(host_port.substr(colon + 1)) || *ParseInt(host_port.substr(colon + 1)) <= 0 ||
+        *ParseInt(host_port.substr(colon + 1)) > 65535) {
+      return InvalidArgument("--rdzv-endpoint: expected [https://]host:port[,host:port...], got '" +
                              std::string(text) + "'");
     }
     out.emplace_back(e);
@@ -96,7 +159,18 @@ Result<std::vector<std::string>> ParseEndpoints(std::string_view text) {
 struct EtcdClient::Impl {
   EtcdOptions options;
   std::vector<HttpClient> clients;
-  size_t current = 0;  // the member that answered last
+  std::vector<HttpClient> watch_clients;  // the same members, with the watch's silence limit
+  size_t current = 0;                     // the member that answered last
+  std::string token;                      // etcd's auth token; "" before the first call
+  std::atomic<bool> stop_watch{false};
+
+  bool Tls() const {
+    return !options.ca_file.empty() || !options.cert_file.empty() || !options.key_file.empty();
+  }
+  HttpHeaders AuthHeaders() const {
+    if (token.empty()) return {};
+    return {{"Authorization", token}};
+  }
 };
 
 Result<EtcdClient> EtcdClient::Create(std::string_view endpoints, EtcdOptions options) {
@@ -106,13 +180,28 @@ Result<EtcdClient> EtcdClient::Create(std::string_view endpoints, EtcdOptions op
 
 EtcdClient::EtcdClient(EtcdOptions options) : impl_(std::make_unique<Impl>()) {
   impl_->options = std::move(options);
+  const EtcdOptions& o = impl_->options;
   HttpClientOptions ho;
-  ho.connect_timeout = impl_->options.connect_timeout;
-  ho.timeout = impl_->options.timeout;
-  for (const std::string& e : impl_->options.endpoints) {
+  ho.connect_timeout = o.connect_timeout;
+  ho.timeout = o.timeout;
+  ho.ca_file = o.ca_file;
+  ho.client_cert_file = o.cert_file;
+  ho.client_key_file = o.key_file;
+  ho.tls_server_name = o.server_name;
+  HttpClientOptions wo = ho;
+  wo.timeout = o.watch_idle;
+  auto make = [&](const std::string& e, const HttpClientOptions& with) {
+    if (e.starts_with("https://") || impl_->Tls()) {
+      auto c = HttpClient::ForUrl(e.starts_with("https://") ? e : "https://" + e, with);
+      if (c) return std::move(*c);
+    }
     const size_t colon = e.rfind(':');
-    impl_->clients.emplace_back(e.substr(0, colon),
-                                static_cast<int>(ParseInt(e.substr(colon + 1)).value_or(2379)), ho);
+    return HttpClient(e.substr(0, colon),
+                      static_cast<int>(ParseInt(e.substr(colon + 1)).value_or(2379)), with);
+  };
+  for (const std::string& e : o.endpoints) {
+    impl_->clients.push_back(make(e, ho));
+    impl_->watch_clients.push_back(make(e, wo));
   }
 }
 
@@ -126,31 +215,81 @@ std::string EtcdClient::Endpoints() const {
   return out;
 }
 
+Status EtcdClient::Authenticate(size_t k) {
+  const std::string& where = impl_->options.endpoints[k];
+  json req = {{"name", impl_->options.user}, {"password", impl_->options.password}};
+  auto r = impl_->clients[k].Post("/v3/auth/authenticate", req.dump());
+  if (!r) return std::unexpected(r.error().With("etcd " + where));
+  json j = json::parse(r->body, nullptr, false);
+  if (r->status == 200 && j.is_object() && !j.value("token", "").empty()) {
+    impl_->token = j.value("token", "");
+    return Ok();
+  }
+  auto [code, message] = EtcdErrorOf(j, r->body);
+  if (TryElsewhere(code, message) || r->status >= 500) {
+    return Unavailable("etcd " + where + ": authenticating: " + message);
+  }
+  return MakeError(ErrorCode::kPermissionDenied, "etcd " + where + " refused user '" +
+                                                     impl_->options.user + "': " + message +
+                                                     " (check --etcd-user and its password)");
+}
+
 Result<std::string> EtcdClient::Call(std::string_view path, const std::string& body) {
   const size_t n = impl_->clients.size();
   if (n == 0) return Unavailable("etcd: no endpoint: give --rdzv-endpoint host:port");
   std::string last;
+  bool refused = false;  // the last failure was TLS's
   for (size_t i = 0; i < n; ++i) {
     const size_t k = (impl_->current + i) % n;
     const std::string& where = impl_->options.endpoints[k];
-    auto r = impl_->clients[k].Post(path, body);
-    if (!r) {
-      last = where + ": " + r.error().message();
-      continue;
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      if (!impl_->options.user.empty() && impl_->token.empty()) {
+        Status auth = Authenticate(k);
+        if (!auth) {
+          if (auth.error().code() == ErrorCode::kPermissionDenied)
+            return std::unexpected(auth.error());
+          last = auth.error().message();
+          refused = EtcdTlsRefused(last);
+          break;
+        }
+      }
+      auto r = impl_->clients[k].Post(path, body, "application/json", impl_->AuthHeaders());
+      if (!r) {
+        last = where + ": " + r.error().message();
+        refused = EtcdTlsRefused(last);
+        break;
+      }
+      if (r->status == 200) {
+        impl_->current = k;
+        return std::move(r->body);
+      }
+      json err = json::parse(r->body, nullptr, false);
+      auto [code, message] = EtcdErrorOf(err, r->body);
+      if (!impl_->options.user.empty() && EtcdTokenRejected(message) && attempt == 0) {
+        impl_->token.clear();  // authenticate again, then retry once
+        continue;
+      }
+      if (code == 5) return NotFound("etcd " + where + ": " + message);
+      if (message.find("permission denied") != std::string::npos ||
+          message.find("user name is empty") != std::string::npos) {
+        return MakeError(ErrorCode::kPermissionDenied,
+                         "etcd " + where + ": " + message +
+                             (impl_->options.user.empty()
+                                  ? " (the cluster has authentication on: give --etcd-user)"
+                                  : " (user '" + impl_->options.user + "' lacks the right)"));
+      }
+      if (!TryElsewhere(code, message) && r->status < 500) {
+        return MakeError(ErrorCode::kFailedPrecondition, "etcd " + where + ": " + message);
+      }
+      last = where + ": " + message;
+      refused = false;
+      break;
     }
-    if (r->status == 200) {
-      impl_->current = k;
-      return std::move(r->body);
-    }
-    json err = json::parse(r->body, nullptr, false);
-    const int code = err.is_object() ? err.value("code", 0) : 0;
-    std::string message = err.is_object() ? err.value("message", err.value("error", r->body))
-                                          : std::string(Trim(r->body.substr(0, 200)));
-    if (code == 5) return NotFound("etcd " + where + ": " + message);
-    if (!TryElsewhere(code, message) && r->status < 500) {
-      return MakeError(ErrorCode::kFailedPrecondition, "etcd " + where + ": " + message);
-    }
-    last = where + ": " + message;
+  }
+  if (refused) {
+    return MakeError(ErrorCode::kPermissionDenied,
+                     "etcd at " + Endpoints() + ": " + last +
+                         " (check --etcd-cacert, --etcd-cert and --etcd-key)");
   }
   return Unavailable("etcd at " + Endpoints() + " does not answer (" + last +
                      "): start etcd there or fix --rdzv-endpoint");
@@ -252,6 +391,121 @@ Status EtcdClient::RevokeLease(int64_t lease) {
   auto r = Call("/v3/lease/revoke", req.dump());
   if (!r && r.error().code() != ErrorCode::kNotFound) return std::unexpected(r.error());
   return Ok();
+}
+
+Status EtcdClient::WatchPrefix(std::string_view prefix, int64_t start_revision,
+                               const std::function<bool(const EtcdWatchBatch&)>& on_batch) {
+  const size_t n = impl_->watch_clients.size();
+  if (n == 0) return Unavailable("etcd: no endpoint: give --rdzv-endpoint host:port");
+  json create = {{"key", Base64Encode(prefix)}, {"range_end", Base64Encode(PrefixEnd(prefix))}};
+  if (start_revision > 0) create["start_revision"] = std::to_string(start_revision);
+  const std::string body = json{{"create_request", create}}.dump();
+  std::string last;
+  for (size_t i = 0; i < n; ++i) {
+    if (impl_->stop_watch) return Cancelled("etcd: the watch was stopped");
+    const size_t k = (impl_->current + i) % n;
+    const std::string& where = impl_->options.endpoints[k];
+    if (!impl_->options.user.empty() && impl_->token.empty()) {
+      Status auth = Authenticate(k);
+      if (!auth) {
+        if (auth.error().code() == ErrorCode::kPermissionDenied) return auth;
+        last = auth.error().message();
+        continue;
+      }
+    }
+    std::string pending;
+    bool created = false;
+    Status verdict = Ok();
+    auto on_body = [&](std::string_view piece) -> bool {
+      if (impl_->stop_watch) {
+        verdict = Cancelled("etcd: the watch was stopped");
+        return false;
+      }
+      pending.append(piece);
+      for (;;) {
+        const size_t start = pending.find('{');
+        if (start == std::string::npos) {
+          pending.clear();
+          return true;
+        }
+        const size_t end = EtcdJsonObjectEnd(std::string_view(pending).substr(start));
+        if (end == std::string_view::npos) return true;
+        json j = json::parse(pending.substr(start, end), nullptr, false);
+        pending.erase(0, start + end);
+        if (!j.is_object()) {
+          verdict = DataLoss("etcd " + where + ": a watch message that is not JSON");
+          return false;
+        }
+        if (j.contains("error")) {
+          auto [code, message] = EtcdErrorOf(j, "");
+          if (EtcdTokenRejected(message)) impl_->token.clear();
+          verdict = Unavailable("etcd " + where + ": watch: " + message);
+          return false;
+        }
+        const json result = j.value("result", json::object());
+        if (const int64_t compacted = Int(result, "compact_revision"); compacted > 0) {
+          verdict = MakeError(ErrorCode::kAborted,
+                              "etcd " + where + ": revision " + std::to_string(start_revision) +
+                                  " was compacted (now from " + std::to_string(compacted) + ")");
+          return false;
+        }
+        if (result.value("canceled", false)) {
+          const std::string why = result.value("cancel_reason", "");
+          if (EtcdTokenRejected(why)) impl_->token.clear();
+          verdict = Unavailable("etcd " + where + ": the watch was canceled: " + why);
+          return false;
+        }
+        EtcdWatchBatch batch;
+        batch.revision = Int(result.value("header", json::object()), "revision");
+        for (const json& e : result.value("events", json::array())) {
+          auto kv = ParseKv(e.value("kv", json::object()));
+          if (!kv) {
+            verdict = std::unexpected(kv.error());
+            return false;
+          }
+          batch.events.push_back({e.value("type", "") == "DELETE", std::move(*kv)});
+        }
+        created = true;
+        if (!on_batch(batch)) {
+          verdict = Cancelled("etcd: the watch ended");
+          return false;
+        }
+      }
+    };
+    HttpHeaders headers = impl_->AuthHeaders();
+    // Ask the member to end the watch when it loses its leader, so that a
+    // member cut off from the others does not leave it silent.
+    headers.emplace_back("Grpc-Metadata-hasleader", "true");
+    auto r = impl_->watch_clients[k].PostStream("/v3/watch", body, on_body, headers);
+    if (!verdict) {
+      if (verdict.error().code() != ErrorCode::kUnavailable || created) return verdict;
+      last = verdict.error().message();
+      continue;
+    }
+    if (!r) {
+      if (impl_->stop_watch) return Cancelled("etcd: the watch was stopped");
+      if (created) return Ok();  // it stood and broke: the caller resumes
+      last = where + ": " + r.error().message();
+      if (EtcdTlsRefused(last)) {
+        return MakeError(ErrorCode::kPermissionDenied, "etcd " + last);
+      }
+      continue;
+    }
+    if (r->status != 200) {
+      json err = json::parse(pending, nullptr, false);
+      last = where + ": watch: HTTP " + std::to_string(r->status) + ": " +
+             EtcdErrorOf(err, pending).second;
+      continue;
+    }
+    impl_->current = k;
+    return Ok();  // the member ended the stream
+  }
+  return Unavailable("etcd at " + Endpoints() + ": no member opens a watch (" + last + ")");
+}
+
+void EtcdClient::StopWatch() {
+  impl_->stop_watch = true;
+  for (HttpClient& c : impl_->watch_clients) c.Stop();
 }
 
 }  // namespace anxin::coord

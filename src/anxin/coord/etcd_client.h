@@ -1,26 +1,44 @@
 // A client of etcd v3 over its JSON gateway (/v3/kv/range, /v3/kv/txn,
-// /v3/lease/...), through base/http: reads, writes, compare-and-swap and
-// leases, tried on each member of the cluster in turn until one answers.
-// Keys and values are plain bytes here; base64 is the gateway's business.
+// /v3/lease/..., /v3/watch), through base/http: reads, writes,
+// compare-and-swap, leases and watches, tried on each member of the cluster
+// in turn until one answers. Keys and values are plain bytes here; base64 is
+// the gateway's business. https:// endpoints (or any TLS file given) speak
+// TLS; a user authenticates once per client and again whenever etcd says
+// the token is no longer valid.
 //
-//   ANXIN_ASSIGN_OR_RETURN(EtcdClient etcd, EtcdClient::Create("127.0.0.1:2379,127.0.0.1:2381"));
+//   EtcdOptions o;
+//   o.ca_file = "ca.pem";                       // https, with client certificates
+//   o.cert_file = "client.pem";
+//   o.key_file = "client-key.pem";
+//   o.user = "root";
+//   o.password = "pw";
+//   ANXIN_ASSIGN_OR_RETURN(EtcdClient etcd, EtcdClient::Create("10.0.0.1:2379,10.0.0.2:2379", o));
 //   ANXIN_ASSIGN_OR_RETURN(int64_t lease, etcd.GrantLease(5));
 //   ANXIN_ASSIGN_OR_RETURN(bool created, etcd.PutIfAbsent("/anxin/run/j1/generation", "{}"));
 //   ANXIN_ASSIGN_OR_RETURN(EtcdRange r, etcd.GetPrefix("/anxin/run/j1/nodes/"));
 //   for (const EtcdKv& kv : r.kvs) std::printf("%s = %s\n", kv.key.c_str(), kv.value.c_str());
 //   ANXIN_ASSIGN_OR_RETURN(int64_t ttl, etcd.KeepAlive(lease));   // seconds left
+//   // Every change under the prefix after revision r.revision, until false:
+//   Status s = etcd.WatchPrefix("/anxin/run/j1/", r.revision + 1, [](const EtcdWatchBatch& b) {
+//     for (const EtcdEvent& e : b.events) std::printf("%s\n", e.kv.key.c_str());
+//     return true;
+//   });
 //
 // Errors: no member answers (refused, timed out, no leader, no quorum) ->
-// kUnavailable naming every endpoint and the last reason; a lease that
-// expired -> kNotFound; an answer that is not etcd's -> kDataLoss.
+// kUnavailable naming every endpoint and the last reason; a TLS handshake or
+// certificate that fails, or a user or password that etcd refuses ->
+// kPermissionDenied naming the endpoint and the reason (never the
+// password); a lease that expired -> kNotFound; an answer that is not
+// etcd's -> kDataLoss.
 //
 // Thread safety: one thread at a time per client; make one client per
-// thread (they are cheap).
+// thread (they are cheap). StopWatch may be called from any thread.
 #ifndef ANXIN_COORD_ETCD_CLIENT_H_
 #define ANXIN_COORD_ETCD_CLIENT_H_
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -31,12 +49,25 @@
 namespace anxin::coord {
 
 struct EtcdOptions {
-  // "host:port" (or "http://host:port") of each member.
+  // "host:port", "http://host:port" or "https://host:port" of each member.
   std::vector<std::string> endpoints{};
   std::chrono::milliseconds connect_timeout{500};
   // Per request and member; a member that cannot reach a quorum answers
   // within about this long, so keep it short.
   std::chrono::milliseconds timeout{2000};
+  // TLS (PEM files): the CA that signed the members' certificates, and the
+  // client certificate and key for a cluster started with
+  // --client-cert-auth. Any of them makes "host:port" endpoints https.
+  std::string ca_file{};
+  std::string cert_file{};
+  std::string key_file{};
+  std::string server_name{};  // the name the members' certificates carry, if not the host
+  // etcd's authentication (etcdctl user add / auth enable); "" = none.
+  std::string user{};
+  std::string password{};
+  // A watch stream that carries nothing for this long is opened anew (from
+  // the revision after the last one seen, so nothing is lost).
+  std::chrono::milliseconds watch_idle{15000};
 };
 
 struct EtcdKv {
@@ -53,8 +84,22 @@ struct EtcdRange {
   std::vector<EtcdKv> kvs{};
 };
 
-// "a:1,b:2" -> {"a:1", "b:2"}; an empty list, an empty entry or an entry
-// without a port -> kInvalidArgument naming --rdzv-endpoint.
+// One change a watch saw: kv after a put, or the key (and the revision of
+// the delete in kv.mod_revision) after a delete or a lease's expiry.
+struct EtcdEvent {
+  bool deleted = false;
+  EtcdKv kv{};
+};
+
+// What one message of a watch stream carried.
+struct EtcdWatchBatch {
+  int64_t revision = 0;  // the store's revision when it was sent
+  std::vector<EtcdEvent> events{};
+};
+
+// "a:1,b:2" -> {"a:1", "b:2"}; "http://a:1" -> "a:1"; "https://a:1" stays.
+// An empty list, an empty entry or an entry without a port ->
+// kInvalidArgument naming --rdzv-endpoint.
 Result<std::vector<std::string>> ParseEndpoints(std::string_view text);
 
 class EtcdClient {
@@ -93,10 +138,27 @@ class EtcdClient {
   // Ends the lease, deleting its keys now. An unknown lease is not an error.
   Status RevokeLease(int64_t lease);
 
+  // Streams every change to the keys under prefix from start_revision on to
+  // on_batch, in revision order, until on_batch returns false or StopWatch
+  // is called (both: kCancelled), the stream breaks or stays silent for
+  // watch_idle (kUnavailable: watch again from the revision after the last
+  // one seen), or start_revision was compacted away (kOutOfRange: read the
+  // prefix afresh and watch from its revision + 1). Returns once the member
+  // confirmed the watch only when on_batch is first called, so a caller that
+  // needs to know the watch stands gets an empty batch at once.
+  Status WatchPrefix(std::string_view prefix, int64_t start_revision,
+                     const std::function<bool(const EtcdWatchBatch&)>& on_batch);
+  // From any thread: a WatchPrefix in flight returns soon (kCancelled). Call
+  // it until the watching thread has left WatchPrefix: a watch that was
+  // just connecting may miss one call.
+  void StopWatch();
+
  private:
   // POSTs body to path on the member that answered last, then on the others.
   Result<std::string> Call(std::string_view path, const std::string& body);
   Result<EtcdRange> Range(std::string_view key, bool prefix);
+  // Gets a token for options.user from member k.
+  Status Authenticate(size_t k);
 
   struct Impl;
   std::unique_ptr<Impl> impl_;

@@ -5,8 +5,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -97,6 +99,18 @@ struct EtcdCoordinator::Impl {
   std::thread keepalive;
   std::thread watcher;
   run::RankGate* gate = nullptr;  // the supervisor's fence (AttachGate)
+
+  // The job's keys as the watch saw them (under mu; keys_cv says they moved).
+  EtcdClient stream_client{EtcdOptions{}};  // the streaming thread's; StopWatch from others
+  std::thread streamer;
+  std::atomic<bool> streamer_running{false};
+  std::condition_variable keys_cv;
+  std::map<std::string, EtcdKv> keys;
+  std::map<int, int> ready_counts;  // generation -> ready/ keys present
+  int64_t keys_rev = 0;             // the copy holds every change up to this revision
+  uint64_t keys_seq = 0;            // bumped at every change
+  bool keys_live = false;           // a watch stands: the copy is current
+  bool nodes_dirty = true;          // a node key went, or the copy was read afresh
 
   std::string Key(std::string_view rest) const { return prefix + std::string(rest); }
   std::string GenKey(int g, std::string_view rest) const {
@@ -241,22 +255,167 @@ struct EtcdCoordinator::Impl {
     }
   }
 
-  // ---- Watching the others while the ranks run.
+  // ---- The watch: a copy of the job's keys.
+
+  // The generation in a key "PREFIXgen/G/ready/NODE", or -1.
+  int ReadyGeneration(const std::string& key) const {
+    if (!key.starts_with(prefix) || key.compare(prefix.size(), 4, "gen/") != 0) return -1;
+    const size_t from = prefix.size() + 4;
+    const size_t slash = key.find('/', from);
+    if (slash == std::string::npos || key.compare(slash, 7, "/ready/") != 0) return -1;
+    auto g = ParseInt(std::string_view(key).substr(from, slash - from));
+    return g ? static_cast<int>(*g) : -1;
+  }
+
+  // REQUIRES: mu held.
+  void ApplyLocked(const EtcdEvent& e) {
+    auto it = keys.find(e.kv.key);
+    const int g = ReadyGeneration(e.kv.key);
+    if (e.deleted) {
+      if (it != keys.end()) {
+        keys.erase(it);
+        if (g >= 0) --ready_counts[g];
+      }
+      if (e.kv.key.starts_with(prefix + "nodes/")) nodes_dirty = true;
+    } else if (it == keys.end()) {
+      keys.emplace(e.kv.key, e.kv);
+      if (g >= 0) ++ready_counts[g];
+    } else {
+      it->second = e.kv;
+    }
+    keys_rev = std::max(keys_rev, e.kv.mod_revision);
+  }
+
+  // REQUIRES: mu held.
+  void ResetLocked(const EtcdRange& r) {
+    keys.clear();
+    ready_counts.clear();
+    for (const EtcdKv& kv : r.kvs) {
+      if (const int g = ReadyGeneration(kv.key); g >= 0) ++ready_counts[g];
+      keys.emplace(kv.key, kv);
+    }
+    keys_rev = r.revision;
+    nodes_dirty = true;
+    ++keys_seq;
+  }
+
+  // Waits up to d for quit; true when quitting.
+  bool Rest(std::chrono::milliseconds d) {
+    std::unique_lock lock(mu);
+    return cv.wait_for(lock, d, [&] { return quit; });
+  }
+
+  // The streaming thread: the prefix read once, then watched from the next
+  // revision on; a watch that breaks is resumed where it stopped, and only
+  // a compaction or a failure to watch at all reads the prefix again.
+  void StreamLoop() {
+    EtcdClient& c = stream_client;
+    bool blind = false;
+    for (;;) {
+      {
+        std::lock_guard lock(mu);
+        if (quit) break;
+      }
+      auto r = c.GetPrefix(prefix);
+      if (!r) {
+        if (!blind) {
+          blind = true;
+          spdlog::warn("anxin run: reading job {}'s keys: {}", o.job, r.error().message());
+        }
+        if (Rest(Millis(o.poll_seconds))) break;
+        continue;
+      }
+      int64_t next = r->revision + 1;
+      {
+        std::lock_guard lock(mu);
+        ResetLocked(*r);
+      }
+      keys_cv.notify_all();
+      for (;;) {
+        const auto opened = SteadyClock::now();
+        Status s = c.WatchPrefix(prefix, next, [&](const EtcdWatchBatch& b) {
+          {
+            std::lock_guard lock(mu);
+            for (const EtcdEvent& e : b.events) {
+              ApplyLocked(e);
+              next = std::max(next, e.kv.mod_revision + 1);
+            }
+            keys_live = true;
+            ++keys_seq;
+            if (quit) return false;
+          }
+          keys_cv.notify_all();
+          return true;
+        });
+        {
+          std::lock_guard lock(mu);
+          keys_live = false;
+          ++keys_seq;
+          if (quit) break;
+        }
+        keys_cv.notify_all();
+        if (s) {
+          if (blind) spdlog::warn("anxin run: watching job {} again", o.job);
+          blind = false;
+          // A stream that ends at once again and again: do not spin.
+          if (SteadyClock::now() - opened < std::chrono::seconds(1) &&
+              Rest(Millis(o.poll_seconds))) {
+            break;
+          }
+          continue;  // resume from next
+        }
+        if (s.error().code() == ErrorCode::kCancelled) break;
+        if (s.error().code() != ErrorCode::kAborted && !blind) {
+          blind = true;
+          spdlog::warn("anxin run: watching job {}: {}: reading its keys every {:g} s meanwhile",
+                       o.job, s.error().message(), o.poll_seconds);
+        }
+        if (s.error().code() != ErrorCode::kAborted && Rest(Millis(o.poll_seconds))) break;
+        break;  // read the prefix afresh
+      }
+      std::lock_guard lock(mu);
+      if (quit) break;
+    }
+    streamer_running = false;
+  }
+
+  // Ends the streaming thread; a watch blocked in a read is woken.
+  void StopStreaming() {
+    while (streamer_running) {
+      stream_client.StopWatch();
+      keys_cv.notify_all();
+      cv.notify_all();
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    if (streamer.joinable()) streamer.join();
+  }
+
+  // ---- Judging the others while the ranks run.
 
   void WatchLoop() {
     EtcdClient c(etcd_options);
     bool blind = false;
+    uint64_t seen_seq = 0;
+    int judged_gen = -1;
     for (;;) {
       int gen;
+      bool live;
       std::vector<std::string> now_members;
       {
         std::unique_lock lock(mu);
-        if (cv.wait_for(lock, Millis(o.poll_seconds), [&] { return quit; })) return;
+        keys_cv.wait_for(lock, Millis(o.poll_seconds), [&] {
+          return quit || keys_seq != seen_seq || (running_gen >= 0 && running_gen != judged_gen);
+        });
+        if (quit) return;
+        seen_seq = keys_seq;
         gen = running_gen;
+        live = keys_live;
         now_members = members;
       }
       if (gen < 0) continue;  // recovering, or not started: the barrier watches
-      Status s = WatchOnce(c, gen, now_members);
+      Status s =
+          live ? JudgeCopy(c, gen, now_members, gen != judged_gen) : WatchOnce(c, gen, now_members);
+      judged_gen = gen;
       if (!s && !blind) {
         blind = true;
         ++store_pauses;
@@ -286,32 +445,28 @@ struct EtcdCoordinator::Impl {
     if (report) report(std::move(f));
   }
 
-  Status WatchOnce(EtcdClient& c, int gen, const std::vector<std::string>& plan_members) {
-    ANXIN_ASSIGN_OR_RETURN(auto rec, ReadGeneration(c));
-    const int cur = rec.first.value("generation", -1);
+  // What the watcher decides from the generation record, the stopped
+  // record and which plan members still have a node (or done) key.
+  Status Judge(EtcdClient& c, int gen, const std::vector<std::string>& plan_members,
+               const json& generation, const std::optional<json>& stopped,
+               const std::set<std::string>* absent) {
+    const int cur = generation.value("generation", -1);
     if (cur > gen) {
-      const std::string cls = rec.first.value("fault_class", "");
+      const std::string cls = generation.value("fault_class", "");
       Report(cur, cls == "node_lost" ? "node_lost" : "cluster_restart",
-             rec.first.value("node", "?") + " opened generation " + std::to_string(cur) + ": " +
-                 rec.first.value("summary", ""));
+             generation.value("node", "?") + " opened generation " + std::to_string(cur) + ": " +
+                 generation.value("summary", ""));
       return Ok();
     }
-    ANXIN_ASSIGN_OR_RETURN(EtcdRange stopped, c.Get(Key("stopped")));
-    if (!stopped.kvs.empty()) {
-      json s = ParseJson(stopped.kvs[0].value);
-      if (s.value("generation", -1) >= gen && s.value("node", "") != o.node_id) {
-        Report(gen + 1000000, "fatal_job_stopped",
-               s.value("node", "?") + " stopped the job: " + s.value("why", ""));
-        return Ok();
-      }
+    if (stopped && stopped->value("generation", -1) >= gen &&
+        stopped->value("node", "") != o.node_id) {
+      Report(gen + 1000000, "fatal_job_stopped",
+             stopped->value("node", "?") + " stopped the job: " + stopped->value("why", ""));
+      return Ok();
     }
-    ANXIN_ASSIGN_OR_RETURN(EtcdRange alive, c.GetPrefix(Key("nodes/")));
-    ANXIN_ASSIGN_OR_RETURN(EtcdRange done, c.GetPrefix(GenKey(gen, "done/")));
-    std::set<std::string> present;
-    for (const EtcdKv& kv : alive.kvs) present.insert(kv.key.substr(Key("nodes/").size()));
-    for (const EtcdKv& kv : done.kvs) present.insert(kv.key.substr(GenKey(gen, "done/").size()));
+    if (absent == nullptr) return Ok();
     for (const std::string& m : plan_members) {
-      if (present.contains(m)) continue;
+      if (!absent->contains(m)) continue;
       const std::string summary =
           "node " + m + " is lost: its lease expired (no supervisor keeps it alive)";
       ANXIN_ASSIGN_OR_RETURN(int next, Bump(c, gen, "node_lost", summary));
@@ -319,6 +474,60 @@ struct EtcdCoordinator::Impl {
       return Ok();
     }
     return Ok();
+  }
+
+  // Judge on the watch's copy: no request unless a node is lost. The plan
+  // members are checked when a node key went or the generation is new.
+  Status JudgeCopy(EtcdClient& c, int gen, const std::vector<std::string>& plan_members,
+                   bool new_gen) {
+    json generation = json::object();
+    std::optional<json> stopped;
+    std::set<std::string> absent;
+    bool check = false;
+    {
+      std::lock_guard lock(mu);
+      if (auto it = keys.find(Key("generation")); it != keys.end()) {
+        generation = ParseJson(it->second.value);
+      }
+      if (auto it = keys.find(Key("stopped")); it != keys.end()) {
+        stopped = ParseJson(it->second.value);
+      }
+      check = nodes_dirty || new_gen;
+      nodes_dirty = false;
+      if (check) {
+        for (const std::string& m : plan_members) {
+          if (!keys.contains(Key("nodes/" + m)) && !keys.contains(GenKey(gen, "done/" + m))) {
+            absent.insert(m);
+          }
+        }
+      }
+    }
+    Status s = Judge(c, gen, plan_members, generation, stopped, check ? &absent : nullptr);
+    if (!s && check) {
+      std::lock_guard lock(mu);
+      nodes_dirty = true;  // look again at the next turn
+    }
+    return s;
+  }
+
+  // Judge on fresh reads: while the watch is being opened again.
+  Status WatchOnce(EtcdClient& c, int gen, const std::vector<std::string>& plan_members) {
+    ANXIN_ASSIGN_OR_RETURN(auto rec, ReadGeneration(c));
+    std::optional<json> stopped;
+    if (rec.first.value("generation", -1) <= gen) {
+      ANXIN_ASSIGN_OR_RETURN(EtcdRange st, c.Get(Key("stopped")));
+      if (!st.kvs.empty()) stopped = ParseJson(st.kvs[0].value);
+    }
+    ANXIN_ASSIGN_OR_RETURN(EtcdRange alive, c.GetPrefix(Key("nodes/")));
+    ANXIN_ASSIGN_OR_RETURN(EtcdRange done, c.GetPrefix(GenKey(gen, "done/")));
+    std::set<std::string> present;
+    for (const EtcdKv& kv : alive.kvs) present.insert(kv.key.substr(Key("nodes/").size()));
+    for (const EtcdKv& kv : done.kvs) present.insert(kv.key.substr(GenKey(gen, "done/").size()));
+    std::set<std::string> absent;
+    for (const std::string& m : plan_members) {
+      if (!present.contains(m)) absent.insert(m);
+    }
+    return Judge(c, gen, plan_members, rec.first, stopped, &absent);
   }
 
   // ---- The barrier.
@@ -348,31 +557,21 @@ struct EtcdCoordinator::Impl {
 
   // Writes the plan of generation g from the ready records, when the rule
   // says the barrier closes. Losing the race to another node is fine.
+  // generation: the generation record as the watch saw it; nullptr: read it.
+  // all_alive_ready: every node whose lease is alive is among ready
+  // (AllAliveReady).
   Status MaybeClose(EtcdClient& c, int g, const std::vector<Ready>& ready, bool timed_out,
-                    bool stop_deadline) {
+                    bool stop_deadline, const json* generation, bool all_alive_ready) {
     const int n = static_cast<int>(ready.size());
     json plan = {{"generation", g}, {"by", o.node_id}, {"closed_time", WallNow()}};
-    ANXIN_ASSIGN_OR_RETURN(auto rec, ReadGeneration(c));
-    if (rec.first.value("generation", -1) != g) return Ok();  // moved on meanwhile
-    plan["fault_node"] = rec.first.value("node", "");
-    plan["fault_class"] = rec.first.value("fault_class", "");
-    // A recovery need not wait for a node that is gone: once every node
-    // whose lease is alive is ready (and they are at least MIN), waiting
-    // longer cannot bring more. The job's first barrier waits for nodes
-    // still starting, which hold no lease yet.
-    bool all_alive_ready = false;
-    if (!first_barrier && !timed_out && n >= o.min_nodes && n < o.max_nodes) {
-      ANXIN_ASSIGN_OR_RETURN(EtcdRange alive, c.GetPrefix(Key("nodes/")));
-      all_alive_ready = true;
-      for (const EtcdKv& kv : alive.kvs) {
-        const std::string node = kv.key.substr(Key("nodes/").size());
-        if (std::none_of(ready.begin(), ready.end(),
-                         [&](const Ready& r) { return r.node == node; })) {
-          all_alive_ready = false;
-          break;
-        }
-      }
+    json rec = generation != nullptr ? *generation : json::object();
+    if (generation == nullptr) {
+      ANXIN_ASSIGN_OR_RETURN(auto read, ReadGeneration(c));
+      rec = std::move(read.first);
     }
+    if (rec.value("generation", -1) != g) return Ok();  // moved on meanwhile
+    plan["fault_node"] = rec.value("node", "");
+    plan["fault_class"] = rec.value("fault_class", "");
     if (n >= o.max_nodes || ((timed_out || all_alive_ready) && n >= o.min_nodes)) {
       std::vector<Ready> m = ready;
       std::sort(m.begin(), m.end(), [](const Ready& a, const Ready& b) {
@@ -518,22 +717,55 @@ struct EtcdCoordinator::Impl {
     const double close_after = o.barrier_timeout_seconds;
     const double stop_after = first ? o.join_timeout_seconds : o.barrier_timeout_seconds;
     int written = -1;
+    int64_t need_rev = 0;  // the copy shows this node's ready key from this revision on
+    std::optional<SteadyClock::time_point> all_ready_since;
     const auto store_deadline_span = Millis(o.store_timeout_seconds);
     auto last_answer = SteadyClock::now();
     bool paused = false;
     for (;;) {
+      uint64_t seen_seq;
+      bool live;
+      {
+        std::unique_lock lock(mu);
+        if (keys_live && keys_rev < need_rev) {
+          // This node's own write is on its way through the watch.
+          keys_cv.wait_for(lock, std::chrono::seconds(1),
+                           [&] { return quit || !keys_live || keys_rev >= need_rev; });
+        }
+        live = keys_live && keys_rev >= need_rev;
+        seen_seq = keys_seq;
+      }
       Status s = [&]() -> Status {
         int64_t id;
         {
           std::lock_guard lock(mu);
           id = lease;
         }
-        ANXIN_ASSIGN_OR_RETURN(EtcdRange readies, c.GetPrefix(GenKey(g, "ready/")));
+        const std::string ready_prefix = GenKey(g, "ready/");
+        const std::string my_ready = ready_prefix + o.node_id;
         std::vector<Ready> ready;
         bool mine = false;
-        for (const EtcdKv& kv : readies.kvs) {
+        int count = 0;
+        bool first_is_me = false;  // this node's key sorts first: it closes at once
+        std::optional<json> generation;
+        auto collect = [&](const EtcdKv& kv) {
           ready.push_back(ReadyFromJson(ParseJson(kv.value)));
-          mine |= ready.back().node == o.node_id;
+        };
+        if (live) {
+          std::lock_guard lock(mu);
+          mine = keys.contains(my_ready);
+          auto n = ready_counts.find(g);
+          count = n == ready_counts.end() ? 0 : n->second;
+          auto first = keys.lower_bound(ready_prefix);
+          first_is_me = first != keys.end() && first->first == my_ready;
+        } else {
+          ANXIN_ASSIGN_OR_RETURN(EtcdRange readies, c.GetPrefix(ready_prefix));
+          for (const EtcdKv& kv : readies.kvs) {
+            collect(kv);
+            mine |= ready.back().node == o.node_id;
+          }
+          count = static_cast<int>(ready.size());
+          first_is_me = true;
         }
         if (!mine || written != g) {
           json r = {{"generation", g},
@@ -544,17 +776,62 @@ struct EtcdCoordinator::Impl {
                     {"port", port},
                     {"ready_seconds", ready_seconds},
                     {"ready_time", ready_time}};
-          auto put = c.Put(GenKey(g, "ready/" + o.node_id), r.dump(), id);
+          auto put = c.Put(my_ready, r.dump(), id);
           if (!put) return std::unexpected(put.error());
+          need_rev = *put;
           written = g;
           spdlog::info(
               "anxin run: {} is ready for generation {} (verified steps: {})", o.node_id, g,
               steps.empty() ? std::string("none") : fmt::format("{}", fmt::join(steps, ", ")));
           return Ok();  // read again, with this node in
         }
-        const double waited =
-            std::chrono::duration<double>(SteadyClock::now() - enter_time).count();
-        return MaybeClose(c, g, ready, waited >= close_after, waited >= stop_after);
+        const auto now_steady = SteadyClock::now();
+        const double waited = std::chrono::duration<double>(now_steady - enter_time).count();
+        // A recovery need not wait for a node that is gone: once every node
+        // whose lease is alive is ready (and they are at least MIN), waiting
+        // longer cannot bring more. The job's first barrier waits for nodes
+        // still starting, which hold no lease yet.
+        bool alive_ready = false;
+        if (!first && count >= o.min_nodes && count < o.max_nodes) {
+          std::set<std::string> alive, in;
+          const std::string nodes_prefix = Key("nodes/");
+          if (live) {
+            std::lock_guard lock(mu);
+            for (auto it = keys.lower_bound(nodes_prefix);
+                 it != keys.end() && it->first.starts_with(nodes_prefix); ++it) {
+              alive.insert(it->first.substr(nodes_prefix.size()));
+            }
+            for (auto it = keys.lower_bound(ready_prefix);
+                 it != keys.end() && it->first.starts_with(ready_prefix); ++it) {
+              in.insert(it->first.substr(ready_prefix.size()));
+            }
+          } else {
+            ANXIN_ASSIGN_OR_RETURN(EtcdRange a, c.GetPrefix(nodes_prefix));
+            for (const EtcdKv& kv : a.kvs) alive.insert(kv.key.substr(nodes_prefix.size()));
+            for (const Ready& r : ready) in.insert(r.node);
+          }
+          alive_ready = std::includes(in.begin(), in.end(), alive.begin(), alive.end());
+        }
+        const bool all = count >= o.max_nodes || alive_ready;
+        if (!all) all_ready_since.reset();
+        if (all && !all_ready_since) all_ready_since = now_steady;
+        // Every node sees the last ready key at once; the first in key order
+        // writes the plan, the others only if it has not within a second.
+        const bool my_turn = first_is_me || (all_ready_since && now_steady - *all_ready_since >
+                                                                    std::chrono::seconds(1));
+        if (!(all && my_turn) && waited < close_after && waited < stop_after) return Ok();
+        if (live) {
+          std::lock_guard lock(mu);
+          for (auto it = keys.lower_bound(ready_prefix);
+               it != keys.end() && it->first.starts_with(ready_prefix); ++it) {
+            collect(it->second);
+          }
+          if (auto it = keys.find(Key("generation")); it != keys.end()) {
+            generation = ParseJson(it->second.value);
+          }
+        }
+        return MaybeClose(c, g, ready, waited >= close_after, waited >= stop_after,
+                          generation ? &*generation : nullptr, alive_ready);
       }();
       if (s) {
         last_answer = SteadyClock::now();
@@ -581,9 +858,22 @@ struct EtcdCoordinator::Impl {
       }
       // The plan, once someone wrote it; a newer generation, once opened.
       auto next = [&]() -> Result<std::optional<const run::Checkpoint*>> {
-        ANXIN_ASSIGN_OR_RETURN(EtcdRange plan, c.Get(GenKey(g, "plan")));
-        if (!plan.kvs.empty()) {
-          json p = ParseJson(plan.kvs[0].value);
+        std::optional<std::string> plan_text;
+        std::optional<json> generation;
+        if (live) {
+          std::lock_guard lock(mu);
+          if (auto it = keys.find(GenKey(g, "plan")); it != keys.end()) {
+            plan_text = it->second.value;
+          }
+          if (auto it = keys.find(Key("generation")); it != keys.end()) {
+            generation = ParseJson(it->second.value);
+          }
+        } else {
+          ANXIN_ASSIGN_OR_RETURN(EtcdRange plan, c.Get(GenKey(g, "plan")));
+          if (!plan.kvs.empty()) plan_text = plan.kvs[0].value;
+        }
+        if (plan_text) {
+          json p = ParseJson(*plan_text);
           if (p.value("stop", false)) {
             StopPlacement(g, p.value("why", "the job stops"));
             return std::optional<const run::Checkpoint*>(nullptr);
@@ -597,14 +887,19 @@ struct EtcdCoordinator::Impl {
               int opened, Bump(c, g, "node_rejoined", "node " + o.node_id + " rejoins the job"));
           g = opened;
           enter_time = SteadyClock::now();
+          all_ready_since.reset();
           return std::optional<const run::Checkpoint*>();
         }
-        ANXIN_ASSIGN_OR_RETURN(auto rec, ReadGeneration(c));
-        if (const int cur = rec.first.value("generation", g); cur > g) {
+        if (!generation) {
+          ANXIN_ASSIGN_OR_RETURN(auto rec, ReadGeneration(c));
+          generation = rec.first;
+        }
+        if (const int cur = generation->value("generation", g); cur > g) {
           spdlog::info("anxin run: generation {} opened meanwhile ({}): joining it", cur,
-                       rec.first.value("summary", ""));
+                       generation->value("summary", ""));
           g = cur;
           enter_time = SteadyClock::now();
+          all_ready_since.reset();
         }
         return std::optional<const run::Checkpoint*>();
       }();
@@ -618,7 +913,19 @@ struct EtcdCoordinator::Impl {
         std::lock_guard lock(mu);
         if (placement && placement->stop) return nullptr;
       }
-      std::this_thread::sleep_for(Millis(o.poll_seconds));
+      if (!live) {
+        std::this_thread::sleep_for(Millis(o.poll_seconds));
+        continue;
+      }
+      // Until the copy moves, or the next deadline (a timeout, the closer's
+      // second) comes.
+      const double waited = std::chrono::duration<double>(SteadyClock::now() - enter_time).count();
+      double until = std::min(close_after, stop_after) - waited;
+      if (until <= 0) until = 0.2;
+      until = std::min(until, 0.5);
+      std::unique_lock lock(mu);
+      keys_cv.wait_for(lock, Millis(until), [&] { return quit || keys_seq != seen_seq; });
+      if (quit) return nullptr;
     }
   }
 };
@@ -644,10 +951,37 @@ Result<std::unique_ptr<EtcdCoordinator>> EtcdCoordinator::Create(ClusterOptions 
   if (o.address.empty()) o.address = HostName();
   auto impl = std::make_unique<Impl>();
   ANXIN_ASSIGN_OR_RETURN(impl->etcd_options.endpoints, ParseEndpoints(o.endpoints));
+  EtcdOptions& eo = impl->etcd_options;
+  eo.ca_file = o.ca_file;
+  eo.cert_file = o.cert_file;
+  eo.key_file = o.key_file;
+  eo.server_name = o.server_name;
+  eo.user = o.user;
+  eo.password = o.password;
+  eo.watch_idle = Millis(std::max(1.0, o.watch_idle_seconds));
+  if (!eo.cert_file.empty() && eo.key_file.empty()) {
+    return InvalidArgument("--etcd-cert " + eo.cert_file + " needs its key: give --etcd-key");
+  }
+  if (eo.cert_file.empty() && !eo.key_file.empty()) {
+    return InvalidArgument("--etcd-key " + eo.key_file +
+                           " needs its certificate: give --etcd-cert");
+  }
+  for (const auto& [file, flag] :
+       {std::pair{eo.ca_file, "--etcd-cacert"}, std::pair{eo.cert_file, "--etcd-cert"},
+        std::pair{eo.key_file, "--etcd-key"}}) {
+    if (!file.empty() && access(file.c_str(), R_OK) != 0) {
+      return InvalidArgument(std::string(flag) + " " + file + ": cannot read it (" +
+                             std::strerror(errno) + ")");
+    }
+  }
   impl->main_client = EtcdClient(impl->etcd_options);
+  impl->stream_client = EtcdClient(impl->etcd_options);
   Status ping = impl->main_client.Ping();
   if (!ping) {
-    if (ping.error().code() == ErrorCode::kUnavailable) return std::unexpected(ping.error());
+    if (ping.error().code() == ErrorCode::kUnavailable ||
+        ping.error().code() == ErrorCode::kPermissionDenied) {
+      return std::unexpected(ping.error());
+    }
     return Unavailable("--rdzv-endpoint " + o.endpoints + ": " + ping.error().message());
   }
   impl->prefix = "/anxin/run/" + o.job + "/";
@@ -661,6 +995,8 @@ EtcdCoordinator::~EtcdCoordinator() {
     impl_->quit = true;
   }
   impl_->cv.notify_all();
+  impl_->keys_cv.notify_all();
+  impl_->StopStreaming();
   if (impl_->keepalive.joinable()) impl_->keepalive.join();
   if (impl_->watcher.joinable()) impl_->watcher.join();
   if (impl_->lease != 0) (void)impl_->main_client.RevokeLease(impl_->lease);
@@ -691,6 +1027,8 @@ Status EtcdCoordinator::Start(run::FaultSink report) {
   spdlog::info("anxin run: {} joined job {} at etcd {} ({} to {} node(s))", m.o.node_id, m.o.job,
                m.main_client.Endpoints(), m.o.min_nodes, m.o.max_nodes);
   m.keepalive = std::thread([&m] { m.KeepAliveLoop(); });
+  m.streamer_running = true;
+  m.streamer = std::thread([&m] { m.StreamLoop(); });
   m.watcher = std::thread([&m] { m.WatchLoop(); });
   return Ok();
 }
@@ -804,6 +1142,8 @@ void EtcdCoordinator::Finish(int status) {
     m.running_gen = -1;
   }
   m.cv.notify_all();
+  m.keys_cv.notify_all();
+  m.StopStreaming();
   if (m.keepalive.joinable()) m.keepalive.join();
   if (m.watcher.joinable()) m.watcher.join();
   if (m.lease != 0) (void)m.main_client.RevokeLease(m.lease);
@@ -821,6 +1161,12 @@ Result<std::unique_ptr<run::Coordinator>> CreateEtcdCoordinator(const run::Clust
   if (r.barrier_timeout_seconds > 0) o.barrier_timeout_seconds = r.barrier_timeout_seconds;
   o.max_restarts = r.max_restarts;
   o.storm_limit = r.storm_limit;
+  o.ca_file = r.etcd_ca_file;
+  o.cert_file = r.etcd_cert_file;
+  o.key_file = r.etcd_key_file;
+  o.server_name = r.etcd_server_name;
+  o.user = r.etcd_user;
+  o.password = r.etcd_password;
   ANXIN_ASSIGN_OR_RETURN(std::unique_ptr<EtcdCoordinator> c, EtcdCoordinator::Create(std::move(o)));
   return std::unique_ptr<run::Coordinator>(std::move(c));
 }

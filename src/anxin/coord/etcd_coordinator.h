@@ -43,8 +43,15 @@
 // quorum, no decision is taken: calls are retried (logged, counted in
 // store_pauses) until it answers again or store_timeout_seconds pass.
 //
+// Every node watches the job's prefix (one etcd watch stream) and keeps the
+// keys it saw in memory: the barrier and the loss check read that copy, so
+// a node sends etcd only its own writes, a lease renewal every TTL/3 and a
+// new watch every watch_idle_seconds; the ranges it reads are the job's
+// keys once at start and again after a watch could not resume.
+//
 // Thread safety: the Coordinator calls come from the supervisor's thread;
-// two threads of its own keep the lease alive and watch the job's keys.
+// three threads of its own keep the lease alive, hold the watch and judge
+// what it saw.
 #ifndef ANXIN_COORD_ETCD_COORDINATOR_H_
 #define ANXIN_COORD_ETCD_COORDINATOR_H_
 
@@ -70,8 +77,19 @@ struct ClusterOptions {
   int lease_ttl_seconds = 5;
   double barrier_timeout_seconds = 30;  // a recovery's barrier
   double join_timeout_seconds = 600;    // the first barrier, while nodes start
-  double poll_seconds = 0.05;           // how often the job's keys are read
-  double store_timeout_seconds = 300;   // no answer from etcd this long: the job stops
+  // The job's keys come from a watch on /anxin/run/JOB/; they are read
+  // this often only while the watch is being opened again.
+  double poll_seconds = 0.5;
+  double watch_idle_seconds = 15;      // a silent watch stream is opened anew this often
+  double store_timeout_seconds = 300;  // no answer from etcd this long: the job stops
+  // etcd's TLS and authentication (--etcd-cacert, --etcd-cert, --etcd-key,
+  // --etcd-server-name, --etcd-user; EtcdOptions).
+  std::string ca_file;
+  std::string cert_file;
+  std::string key_file;
+  std::string server_name;
+  std::string user;
+  std::string password;
   // The restart policy each node applies (as LocalCoordinator's).
   int max_restarts = 3;
   int storm_limit = 3;

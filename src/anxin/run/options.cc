@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "anxin/base/config.h"
+#include "anxin/base/file.h"
 #include "anxin/base/stop_token.h"
 #include "anxin/base/strings.h"
 #include "anxin/device/registry.h"
@@ -64,7 +65,7 @@ Result<Section> RunSection(const GlobalConfig& config) {
   if (section) {
     ANXIN_TRY(section->CheckKeys({"detectors", "state_dir", "max_restarts", "storm_limit",
                                   "stop_grace", "reset_retries", "link_timeout", "verify_timeout",
-                                  "playbooks", "faults", "escalation"}));
+                                  "playbooks", "faults", "escalation", "etcd"}));
   }
   return section;
 }
@@ -202,6 +203,93 @@ Status CreateDirectories(const SupervisorOptions& so) {
   return Ok();
 }
 
+// etcd's TLS files and user, from the first source that names each
+// (LoadClusterRequest's comment).
+Status LoadEtcdSecurity(const RunFlags& f, const Section& section, ClusterRequest& r) {
+  struct Field {
+    const char* conf;     // --rdzv-conf key and run.etcd key
+    const char* env;      // ANXIN_ETCD_...
+    const char* etcdctl;  // ETCDCTL_..., or nullptr
+    const std::string* flag;
+    std::string* out;
+  };
+  std::string password;
+  const std::vector<Field> fields = {
+      {"cacert", "ANXIN_ETCD_CACERT", "ETCDCTL_CACERT", &f.etcd_cacert, &r.etcd_ca_file},
+      {"cert", "ANXIN_ETCD_CERT", "ETCDCTL_CERT", &f.etcd_cert, &r.etcd_cert_file},
+      {"key", "ANXIN_ETCD_KEY", "ETCDCTL_KEY", &f.etcd_key, &r.etcd_key_file},
+      {"server_name", "ANXIN_ETCD_SERVER_NAME", nullptr, &f.etcd_server_name, &r.etcd_server_name},
+      {"user", "ANXIN_ETCD_USER", "ETCDCTL_USER", &f.etcd_user, &r.etcd_user},
+      {"password", "ANXIN_ETCD_PASSWORD", "ETCDCTL_PASSWORD", nullptr, &password},
+  };
+  std::vector<std::pair<std::string, std::string>> conf;
+  for (std::string_view part : Split(f.rdzv_conf, ',')) {
+    const std::string_view item = Trim(part);
+    if (item.empty()) continue;
+    const size_t eq = item.find('=');
+    const std::string key(Trim(item.substr(0, eq)));
+    if (eq == std::string_view::npos ||
+        std::none_of(fields.begin(), fields.end(), [&](const Field& x) { return key == x.conf; })) {
+      return InvalidArgument(
+          "--rdzv-conf: expected KEY=VALUE[,KEY=VALUE...] with KEY one of "
+          "cacert, cert, key, server_name, user, password; got '" +
+          (key == "password" ? std::string("password=...") : std::string(item)) + "'");
+    }
+    conf.emplace_back(key, std::string(Trim(item.substr(eq + 1))));
+  }
+  std::optional<ConfigNode> etcd;
+  if (section && section->Has("etcd")) {
+    ANXIN_ASSIGN_OR_RETURN(ConfigNode e, section->Child("etcd"));
+    ANXIN_TRY(e.CheckKeys({"cacert", "cert", "key", "server_name", "user", "password_file"}));
+    etcd = e;
+  }
+  for (const Field& x : fields) {
+    if (x.flag != nullptr && !x.flag->empty()) {
+      *x.out = *x.flag;
+      continue;
+    }
+    auto given =
+        std::find_if(conf.begin(), conf.end(), [&](const auto& kv) { return kv.first == x.conf; });
+    if (given != conf.end()) {
+      *x.out = given->second;
+      continue;
+    }
+    if (etcd && std::string_view(x.conf) != "password") {
+      ANXIN_ASSIGN_OR_RETURN(*x.out, etcd->Get<std::string>(x.conf, ""));
+      if (!x.out->empty()) continue;
+    }
+    if (etcd && std::string_view(x.conf) == "password") {
+      ANXIN_ASSIGN_OR_RETURN(const std::string file, etcd->Get<std::string>("password_file", ""));
+      if (!file.empty()) {
+        auto text = ReadFile(file);
+        if (!text) {
+          return InvalidArgument("run.etcd.password_file " + file + ": " + text.error().message());
+        }
+        *x.out = std::string(Trim(*text));
+        continue;
+      }
+    }
+    for (const char* v : {x.env, x.etcdctl}) {
+      if (v == nullptr) continue;
+      if (const char* e = std::getenv(v); e != nullptr && *e != '\0') {
+        *x.out = e;
+        break;
+      }
+    }
+  }
+  // NAME:PASSWORD, as etcdctl --user takes it.
+  if (const size_t colon = r.etcd_user.find(':'); colon != std::string::npos) {
+    password = r.etcd_user.substr(colon + 1);
+    r.etcd_user.resize(colon);
+  }
+  if (r.etcd_user.empty() && !password.empty()) {
+    return InvalidArgument(
+        "etcd: a password without a user: give --etcd-user NAME (or user= in --rdzv-conf)");
+  }
+  r.etcd_password = std::move(password);
+  return Ok();
+}
+
 }  // namespace
 
 Result<std::pair<int, int>> ParseNnodes(std::string_view text) {
@@ -240,6 +328,7 @@ Result<std::optional<ClusterRequest>> LoadClusterRequest(const RunFlags& flags,
     if (t <= 0) return InvalidArgument("--rdzv-timeout: must be above 0");
     r.barrier_timeout_seconds = t;
   }
+  ANXIN_TRY(LoadEtcdSecurity(flags, options.run_section, r));
   return r;
 }
 

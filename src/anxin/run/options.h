@@ -71,6 +71,14 @@ struct RunFlags {
   int node_rank = -1;         // -1: ordered by host name
   std::string rdzv_timeout;   // a recovery's barrier
   bool master_addr_given = false;
+  // etcd's TLS and authentication: --rdzv-conf key=value,... and the named
+  // flags, which win over it.
+  std::string rdzv_conf;
+  std::string etcd_cacert;
+  std::string etcd_cert;
+  std::string etcd_key;
+  std::string etcd_server_name;
+  std::string etcd_user;  // NAME or NAME:PASSWORD
 };
 
 // "4" -> {4, 4}; "2:8" -> {2, 8}. Anything else, or min > max, or below 1 ->
@@ -88,9 +96,22 @@ struct ClusterRequest {
   double barrier_timeout_seconds = 0;  // --rdzv-timeout; 0: the coordinator's default
   int max_restarts = 3;                // the restart policy each node applies
   int storm_limit = 3;
+  // etcd's TLS and authentication; "" = none.
+  std::string etcd_ca_file;
+  std::string etcd_cert_file;
+  std::string etcd_key_file;
+  std::string etcd_server_name;
+  std::string etcd_user;
+  std::string etcd_password;
 };
 
-// nullopt: a job on one node. Errors: kInvalidArgument naming the flag.
+// nullopt: a job on one node. etcd's TLS and user come from, in order: the
+// --etcd-* flags, --rdzv-conf (cacert=, cert=, key=, server_name=, user=,
+// password=), the run.etcd section (cacert, cert, key, server_name, user,
+// password_file), the environment's ANXIN_ETCD_CACERT, _CERT, _KEY,
+// _SERVER_NAME, _USER and _PASSWORD, then etcdctl's ETCDCTL_CACERT, _CERT,
+// _KEY, _USER and _PASSWORD. A user given as NAME:PASSWORD carries its
+// password. Errors: kInvalidArgument naming the flag or key.
 Result<std::optional<ClusterRequest>> LoadClusterRequest(const RunFlags& flags,
                                                          const SupervisorOptions& options);
 
