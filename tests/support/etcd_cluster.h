@@ -12,6 +12,14 @@
 //   int leader = etcd.Leader();                  // index of the member that leads
 //   etcd.Kill(leader);                           // SIGKILL; Restart(leader) brings it back
 //
+// With EtcdTls, the members serve clients over https only, with the given
+// certificate, and (client_cert_auth) refuse a client without a certificate
+// their CA signed; tests/support/make_test_certs.sh makes such files.
+//
+//   EtcdCluster etcd(dir, 1, {.ca = d + "/ca.pem", .cert = d + "/server.pem",
+//                             .key = d + "/server-key.pem", .client_cert = d + "/client.pem",
+//                             .client_key = d + "/client-key.pem"});
+//
 // Thread safety: one test thread.
 #ifndef ANXIN_TESTS_SUPPORT_ETCD_CLUSTER_H_
 #define ANXIN_TESTS_SUPPORT_ETCD_CLUSTER_H_
@@ -39,9 +47,20 @@ namespace anxin::testing {
 
 inline constexpr const char* kEtcd = "/usr/bin/etcd";
 
+// The members' TLS set-up (PEM files); empty ca: plain http.
+struct EtcdTls {
+  std::string ca;           // --trusted-ca-file
+  std::string cert;         // --cert-file
+  std::string key;          // --key-file
+  std::string client_cert;  // what the cluster's own health checks present
+  std::string client_key;
+  bool client_cert_auth = true;
+};
+
 class EtcdCluster {
  public:
-  EtcdCluster(const TempDir& dir, int members) : dir_(dir.path()) {
+  EtcdCluster(const TempDir& dir, int members, EtcdTls tls = {})
+      : dir_(dir.path()), tls_(std::move(tls)) {
     for (int i = 0; i < members; ++i) {
       Member m;
       m.name = "m" + std::to_string(i);
@@ -121,10 +140,16 @@ class EtcdCluster {
   };
 
   std::optional<nlohmann::json> Status(size_t i) const {
-    HttpClient c("127.0.0.1", members_[i].client_port,
-                 {.connect_timeout = std::chrono::milliseconds(300),
-                  .timeout = std::chrono::milliseconds(1000)});
-    auto r = c.Post("/v3/maintenance/status", "{}");
+    HttpClientOptions o{.connect_timeout = std::chrono::milliseconds(300),
+                        .timeout = std::chrono::milliseconds(1000)};
+    o.ca_file = tls_.ca;
+    o.client_cert_file = tls_.client_cert;
+    o.client_key_file = tls_.client_key;
+    auto c = HttpClient::ForUrl((tls_.ca.empty() ? "http://127.0.0.1:" : "https://127.0.0.1:") +
+                                    std::to_string(members_[i].client_port),
+                                o);
+    if (!c) return std::nullopt;
+    auto r = c->Post("/v3/maintenance/status", "{}");
     if (!r || r->status != 200) return std::nullopt;
     auto j = nlohmann::json::parse(r->body, nullptr, false);
     if (!j.is_object() || !j.contains("header")) return std::nullopt;
@@ -145,7 +170,8 @@ class EtcdCluster {
       cluster += (cluster.empty() ? "" : ",") + x.name +
                  "=http://127.0.0.1:" + std::to_string(x.peer_port);
     }
-    const std::string client = "http://127.0.0.1:" + std::to_string(m.client_port);
+    const std::string client = (tls_.ca.empty() ? "http://127.0.0.1:" : "https://127.0.0.1:") +
+                               std::to_string(m.client_port);
     const std::string peer = "http://127.0.0.1:" + std::to_string(m.peer_port);
     SubprocessOptions o;
     o.argv = {kEtcd,
@@ -173,6 +199,14 @@ class EtcdCluster {
               "500",
               "--log-level",
               "warn"};
+    if (!tls_.ca.empty()) {
+      for (const std::string& a :
+           {std::string("--trusted-ca-file"), tls_.ca, std::string("--cert-file"), tls_.cert,
+            std::string("--key-file"), tls_.key}) {
+        o.argv.push_back(a);
+      }
+      if (tls_.client_cert_auth) o.argv.push_back("--client-cert-auth");
+    }
     o.timeout = std::chrono::seconds(600);
     o.on_stderr = [this, name = m.name](const OutputLine& l) {
       std::lock_guard lock(mu_);
@@ -189,6 +223,7 @@ class EtcdCluster {
   }
 
   std::string dir_;
+  EtcdTls tls_;
   std::vector<Member> members_;
   std::mutex mu_;
   std::string log_;

@@ -7,7 +7,10 @@
 #include <httplib.h>
 #include <netinet/in.h>
 #include <openssl/err.h>
+#include <openssl/pem.h>
 #include <openssl/ssl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -19,6 +22,41 @@
 
 namespace anxin {
 namespace {
+
+// Writing to a TLS connection the peer closed raises SIGPIPE (OpenSSL
+// writes with write(2), not send(MSG_NOSIGNAL)), which would end the whole
+// program. While one lives, this thread holds SIGPIPE blocked; a SIGPIPE
+// raised meanwhile is taken off the thread on the way out. The write itself
+// fails with EPIPE, which the request reports.
+class SigpipeGuard {
+ public:
+  SigpipeGuard() {
+    sigemptyset(&pipe_);
+    sigaddset(&pipe_, SIGPIPE);
+    sigset_t pending;
+    sigpending(&pending);
+    was_pending_ = sigismember(&pending, SIGPIPE) == 1;
+    pthread_sigmask(SIG_BLOCK, &pipe_, &old_);
+  }
+  ~SigpipeGuard() {
+    if (!was_pending_) {
+      sigset_t pending;
+      sigpending(&pending);
+      if (sigismember(&pending, SIGPIPE) == 1) {
+        const timespec now{};
+        (void)sigtimedwait(&pipe_, nullptr, &now);
+      }
+    }
+    pthread_sigmask(SIG_SETMASK, &old_, nullptr);
+  }
+  SigpipeGuard(const SigpipeGuard&) = delete;
+  SigpipeGuard& operator=(const SigpipeGuard&) = delete;
+
+ private:
+  sigset_t pipe_;
+  sigset_t old_;
+  bool was_pending_ = false;
+};
 
 std::optional<std::string> Find(const HttpHeaders& list, std::string_view name, bool ignore_case) {
   for (const auto& [k, v] : list) {
@@ -267,8 +305,11 @@ struct HttpClient::Impl {
   }
 
   // Runs one request and turns transport failures into Errors.
+  // salvage: on a read error, the response already received, if any.
   template <typename F>
-  Result<HttpResponse> Do(std::string_view method, std::string_view path, F&& request) {
+  Result<HttpResponse> Do(std::string_view method, std::string_view path, F&& request,
+                          const std::function<std::optional<HttpResponse>()>& salvage) {
+    SigpipeGuard no_sigpipe;
     std::lock_guard lock(mu);
     stopped = false;
     auto start = std::chrono::steady_clock::now();
@@ -291,6 +332,9 @@ struct HttpClient::Impl {
                              " (connection refused or unreachable): is the server running?");
         case httplib::Error::Read:
           if (stopped.exchange(false)) return Cancelled(what + ": stopped");
+          if (salvage) {
+            if (std::optional<HttpResponse> got = salvage()) return *std::move(got);
+          }
           if (elapsed >= options.timeout) {
             return DeadlineExceeded(what + ": no response from " + host_port + " within " +
                                     secs(options.timeout));
@@ -311,18 +355,65 @@ struct HttpClient::Impl {
         }
         case httplib::Error::Canceled:
           return Cancelled(what + ": stopped");
+        case httplib::Error::Write:
+          if (stopped.exchange(false)) return Cancelled(what + ": stopped");
+          return Unavailable(
+              what + ": " + host_port + " closed the connection while the request was sent" +
+              (base_url.starts_with("https://") && options.client_cert_file.empty()
+                   ? " (a TLS server that requires a client certificate does so when none is "
+                     "given)"
+                   : ""));
         case httplib::Error::SSLLoadingCerts:
           return InvalidArgument(what + ": cannot load the CA or client certificate files");
         default:
           return Unavailable(what + ": " + httplib::to_string(e));
       }
     }
-    HttpResponse out;
-    out.status = res->status;
+    HttpResponse out = FromHttplib(*res);
     out.body = res->body;
-    out.content_type = res->get_header_value("Content-Type");
-    for (const auto& [k, v] : res->headers) out.headers.emplace_back(k, v);
     return out;
+  }
+  template <typename F>
+  Result<HttpResponse> Do(std::string_view method, std::string_view path, F&& request) {
+    return Do(method, path, std::forward<F>(request), {});
+  }
+
+  static HttpResponse FromHttplib(const httplib::Response& r) {
+    HttpResponse out;
+    out.status = r.status;
+    out.content_type = r.get_header_value("Content-Type");
+    for (const auto& [k, v] : r.headers) out.headers.emplace_back(k, v);
+    return out;
+  }
+
+  // Sends req, its body going to on_body (nullptr: into the response). A
+  // response that announces trailers (etcd's gateway does, for every error
+  // and stream) ends in a form this HTTP library cannot read past: the read
+  // error after its body is taken as its end; a body cut short by a broken
+  // connection is then the caller's to notice (etcd's JSON does not parse).
+  Result<HttpResponse> Send(std::string_view method, httplib::Request& req,
+                            const std::function<bool(std::string_view)>* on_body) {
+    std::optional<httplib::Response> head;
+    std::string body;
+    req.response_handler = [&](const httplib::Response& r) {
+      head = r;
+      return true;
+    };
+    req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
+      if (on_body != nullptr) return (*on_body)(std::string_view(data, n));
+      body.append(data, n);
+      return true;
+    };
+    auto salvage = [&]() -> std::optional<HttpResponse> {
+      if (!head || !head->has_header("Trailer")) return std::nullopt;
+      HttpResponse out = FromHttplib(*head);
+      out.body = body;
+      return out;
+    };
+    auto r = Do(
+        method, req.path, [&](httplib::Client& c) { return c.send(req); }, salvage);
+    if (r && r->body.empty()) r->body = std::move(body);
+    return r;
   }
 
   std::string base_url;
@@ -373,7 +464,10 @@ Result<HttpClient> HttpClient::ForUrl(std::string_view base_url, HttpClientOptio
 
 HttpClient::HttpClient(HttpClient&&) noexcept = default;
 HttpClient& HttpClient::operator=(HttpClient&&) noexcept = default;
-HttpClient::~HttpClient() = default;
+HttpClient::~HttpClient() {
+  SigpipeGuard no_sigpipe;  // the TLS shutdown writes
+  impl_.reset();
+}
 
 const std::string& HttpClient::base_url() const { return impl_->base_url; }
 
@@ -388,11 +482,13 @@ Result<HttpResponse> HttpClient::Post(std::string_view path, std::string_view bo
                                       std::string_view content_type, const HttpHeaders& headers) {
   httplib::Headers h;
   for (const auto& [k, v] : headers) h.emplace(k, v);
-  std::string p(path);
-  std::string type(content_type);
-  return impl_->Do("POST", path, [&](httplib::Client& c) {
-    return c.Post(p, h, body.data(), body.size(), type);
-  });
+  httplib::Request req;
+  req.method = "POST";
+  req.path = std::string(path);
+  req.headers = std::move(h);
+  req.headers.emplace("Content-Type", std::string(content_type));
+  req.body = std::string(body);
+  return impl_->Send("POST", req, nullptr);
 }
 
 Result<int> FreeLoopbackPort() {
@@ -421,13 +517,27 @@ Result<HttpResponse> HttpClient::PostStream(std::string_view path, std::string_v
   for (const auto& [k, v] : headers) req.headers.emplace(k, v);
   req.headers.emplace("Content-Type", "application/json");
   req.body = std::string(body);
-  req.content_receiver = [&on_body](const char* data, size_t n, uint64_t, uint64_t) {
-    return on_body(std::string_view(data, n));
-  };
-  return impl_->Do("POST", path, [&](httplib::Client& c) { return c.send(req); });
+  return impl_->Send("POST", req, &on_body);
+}
+
+Result<int64_t> CertificateNotAfter(const std::string& pem_file) {
+  FILE* f = std::fopen(pem_file.c_str(), "re");
+  if (f == nullptr) return std::unexpected(ErrnoError(errno, "opening " + pem_file));
+  X509* cert = PEM_read_X509(f, nullptr, nullptr, nullptr);
+  std::fclose(f);
+  if (cert == nullptr) {
+    ERR_clear_error();
+    return InvalidArgument(pem_file + ": no PEM certificate in it");
+  }
+  struct tm t {};
+  const int ok = ASN1_TIME_to_tm(X509_get0_notAfter(cert), &t);
+  X509_free(cert);
+  if (ok != 1) return InvalidArgument(pem_file + ": the certificate's notAfter cannot be read");
+  return static_cast<int64_t>(timegm(&t));
 }
 
 void HttpClient::Stop() {
+  SigpipeGuard no_sigpipe;  // the TLS shutdown writes
   impl_->stopped = true;
   impl_->client.stop();
 }

@@ -97,6 +97,11 @@ struct HttpServerOptions {
 // No port to be had -> kUnavailable.
 Result<int> FreeLoopbackPort();
 
+// When the first certificate in a PEM file stops being valid (its
+// notAfter), as seconds since the epoch. A file that cannot be read or holds
+// no certificate -> kInvalidArgument naming it.
+Result<int64_t> CertificateNotAfter(const std::string& pem_file);
+
 class HttpServer {
  public:
   explicit HttpServer(HttpServerOptions options = {});

@@ -216,12 +216,23 @@ inline CommandOutput RunAnxin(std::vector<std::string> args, RunAnxinOptions opt
 #endif  // ANXIN_SOURCE_DIR && ANXIN_BINARY_DIR
 
 // A test PKI made with the openssl program, as an operator would make one:
-// dir/ca.{crt,key} (a CA), dir/server.{crt,key} (for 127.0.0.1, signed by
-// the CA) and dir/client.{crt,key} (CN=prometheus, signed by the CA). Adds a
+// dir/ca.{crt,key} (a CA), dir/server.{crt,key} (for 127.0.0.1 and
+// etcd.anxin.test, signed by the CA), dir/client.{crt,key} (CN=prometheus,
+// signed by the CA), dir/expired.{crt,key} (signed by the CA, valid only on
+// 2020-01-01) and dir/other-ca.crt (a CA that signed none of them). Adds a
 // test failure naming the step and returns false when one fails.
 inline bool MakeTestCertificates(const TempDir& dir) {
   const std::string d = dir.path();
-  dir.Write("server.ext", "subjectAltName=IP:127.0.0.1\n");
+  dir.Write("server.ext", "subjectAltName=IP:127.0.0.1,DNS:etcd.anxin.test\n");
+  // openssl ca is the tool that takes a validity in the past.
+  dir.Mkdir("ca-db");
+  dir.Write("ca-db/index.txt", "");
+  dir.Write("ca-db/serial", "01\n");
+  dir.Write("ca.cnf", "[ca]\ndefault_ca = test\n[test]\ndatabase = " + d +
+                          "/ca-db/index.txt\nserial = " + d + "/ca-db/serial\nnew_certs_dir = " +
+                          d + "/ca-db\ncertificate = " + d + "/ca.crt\nprivate_key = " + d +
+                          "/ca.key\ndefault_md = sha256\npolicy = any\n[any]\ncommonName = "
+                          "supplied\n");
   const std::vector<std::vector<std::string>> steps = {
       {"openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
        "-keyout", d + "/ca.key", "-out", d + "/ca.crt", "-days", "2", "-subj", "/CN=anxin test CA"},
@@ -234,6 +245,13 @@ inline bool MakeTestCertificates(const TempDir& dir) {
        "-keyout", d + "/client.key", "-out", d + "/client.csr", "-subj", "/CN=prometheus"},
       {"openssl", "x509", "-req", "-in", d + "/client.csr", "-CA", d + "/ca.crt", "-CAkey",
        d + "/ca.key", "-CAcreateserial", "-out", d + "/client.crt", "-days", "2"},
+      {"openssl", "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+       "-keyout", d + "/expired.key", "-out", d + "/expired.csr", "-subj", "/CN=expired"},
+      {"openssl", "ca", "-batch", "-config", d + "/ca.cnf", "-in", d + "/expired.csr", "-out",
+       d + "/expired.crt", "-startdate", "20200101000000Z", "-enddate", "20200102000000Z"},
+      {"openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+       "-keyout", d + "/other-ca.key", "-out", d + "/other-ca.crt", "-days", "2", "-subj",
+       "/CN=another CA"},
   };
   for (const auto& argv : steps) {
     auto out = RunCommand(argv, {.timeout = std::chrono::seconds(60)});

@@ -24,8 +24,11 @@ TEST(CoordTest, ParseEndpointsTakesTorchrunSpelling) {
               HasCode(ErrorCode::kInvalidArgument, HasSubstr("--rdzv-endpoint")));
   EXPECT_THAT(ParseEndpoints("a:1,,b:2"), HasCode(ErrorCode::kInvalidArgument));
   EXPECT_THAT(ParseEndpoints("a:99999"), HasCode(ErrorCode::kInvalidArgument));
-  EXPECT_THAT(ParseEndpoints("https://10.0.0.2:2379"),
-              HasCode(ErrorCode::kInvalidArgument, HasSubstr("TLS to etcd is not supported")));
+  auto tls = ParseEndpoints("https://10.0.0.2:2379,https://etcd-1:2379");
+  ASSERT_TRUE(tls.has_value());
+  EXPECT_THAT(*tls, ::testing::ElementsAre("https://10.0.0.2:2379", "https://etcd-1:2379"));
+  EXPECT_THAT(ParseEndpoints("https://"), HasCode(ErrorCode::kInvalidArgument));
+  EXPECT_THAT(ParseEndpoints("https://etcd"), HasCode(ErrorCode::kInvalidArgument));
 }
 
 TEST(CoordTest, AStoreNobodyServesIsUnavailableNamingTheEndpoint) {

@@ -111,7 +111,9 @@ bool EtcdTokenRejected(std::string_view message) {
 // get past: retrying does not help.
 bool EtcdTlsRefused(std::string_view message) {
   return message.find("is not trusted") != std::string_view::npos ||
-         message.find("cannot load the CA") != std::string_view::npos;
+         message.find("cannot load the CA") != std::string_view::npos ||
+         message.find("TLS handshake") != std::string_view::npos ||
+         message.find("requires a client certificate") != std::string_view::npos;
 }
 
 // The message of a gateway error body: {"error": "...", "code": N} from
@@ -135,11 +137,6 @@ Result<std::vector<std::string>> ParseEndpoints(std::string_view text) {
   std::vector<std::string> out;
   for (std::string_view part : Split(text, ',')) {
     std::string_view e = Trim(part);
-    if (e.starts_with("https://")) {
-      return InvalidArgument("--rdzv-endpoint: '" + std::string(e) +
-                             "': TLS to etcd is not supported yet; give an http:// client URL "
-                             "(etcd --listen-client-urls http://...)");
-    }
     if (e.starts_with("http://")) e.remove_prefix(7);
     const bool https = e.starts_with("https://");
     const std::string_view host_port = https ? e.substr(8) : e;

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
+#include <ctime>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -16,7 +17,9 @@
 #include <thread>
 
 #include "anxin/base/clock.h"
+#include "anxin/base/http.h"
 #include "anxin/base/strings.h"
+#include "anxin/base/time_format.h"
 #include "anxin/coord/etcd_client.h"
 #include "anxin/run/launch.h"
 
@@ -972,6 +975,18 @@ Result<std::unique_ptr<EtcdCoordinator>> EtcdCoordinator::Create(ClusterOptions 
     if (!file.empty() && access(file.c_str(), R_OK) != 0) {
       return InvalidArgument(std::string(flag) + " " + file + ": cannot read it (" +
                              std::strerror(errno) + ")");
+    }
+  }
+  if (!eo.cert_file.empty()) {
+    ANXIN_ASSIGN_OR_RETURN(const int64_t not_after, CertificateNotAfter(eo.cert_file));
+    if (not_after <= static_cast<int64_t>(std::time(nullptr))) {
+      return MakeError(ErrorCode::kPermissionDenied,
+                       "etcd at " + o.endpoints + ": the client certificate " + eo.cert_file +
+                           " (--etcd-cert) expired on " +
+                           FormatRfc3339(std::chrono::system_clock::from_time_t(
+                                             static_cast<std::time_t>(not_after)),
+                                         TimePrecision::kSeconds) +
+                           ": the members refuse it; renew it");
     }
   }
   impl->main_client = EtcdClient(impl->etcd_options);
