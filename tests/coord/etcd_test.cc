@@ -11,6 +11,7 @@
 
 #include "../support/etcd_cluster.h"
 #include "anxin/base/clock.h"
+#include "anxin/base/http.h"
 #include "anxin/base/testing.h"
 #include "anxin/coord/etcd_client.h"
 #include "anxin/coord/etcd_coordinator.h"
@@ -316,6 +317,110 @@ TEST_F(EtcdTest, LosingQuorumPausesDecisionsUntilItIsBack) {
   auto v = a->c->View();
   ASSERT_TRUE(v.has_value());
   EXPECT_GE(v->store_pauses, 1) << "the pause is counted";
+}
+
+TEST_F(EtcdTest, AWatchDeliversEveryChangeInOrderAndResumesOnAnotherMember) {
+  auto c = EtcdClient::Create(etcd_.Endpoints());
+  auto w = EtcdClient::Create(etcd_.Endpoints());
+  ASSERT_THAT(c, IsOk());
+  ASSERT_THAT(w, IsOk());
+  const std::string p = "/w/" + job_ + "/";
+  ASSERT_THAT(c->Put(p + "a", "1"), IsOk());
+  auto r = c->GetPrefix(p);
+  ASSERT_THAT(r, IsOk());
+  std::mutex mu;
+  std::vector<std::string> seen;
+  int64_t next = r->revision + 1;
+  int opened = 0;
+  std::thread watcher([&] {
+    for (int tries = 0; tries < 50; ++tries) {
+      Status s = w->WatchPrefix(p, next, [&](const EtcdWatchBatch& b) {
+        std::lock_guard lock(mu);
+        if (b.events.empty()) ++opened;
+        for (const EtcdEvent& e : b.events) {
+          seen.push_back((e.deleted ? "-" : "+") + e.kv.key.substr(p.size()) + "=" + e.kv.value);
+          next = std::max(next, e.kv.mod_revision + 1);
+        }
+        return seen.empty() || seen.back() != "+stop=";
+      });
+      if (!s) return;  // kCancelled once "stop" came; anything else fails below
+    }
+  });
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        std::lock_guard lock(mu);
+        return opened >= 1;
+      },
+      10s));
+  ASSERT_THAT(c->Put(p + "b", "2"), IsOk());
+  auto lease = c->GrantLease(5);
+  ASSERT_THAT(lease, IsOk());
+  ASSERT_THAT(c->Put(p + "c", "3", *lease), IsOk());
+  ASSERT_THAT(c->RevokeLease(*lease), IsOk());  // its key goes: a delete event
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        std::lock_guard lock(mu);
+        return seen.size() >= 3;
+      },
+      10s));
+  // The member the watch stands on dies; a write lands meanwhile.
+  etcd_.Kill(0);
+  ASSERT_THAT(c->Put(p + "d", "4"), IsOk());
+  ASSERT_THAT(c->Put(p + "stop", ""), IsOk());
+  watcher.join();
+  std::lock_guard lock(mu);
+  EXPECT_THAT(seen, ::testing::ElementsAre("+b=2", "+c=3", "-c=", "+d=4", "+stop="));
+  EXPECT_GE(opened, 2) << "the watch was opened again on another member";
+}
+
+TEST_F(EtcdTest, AWatchFromACompactedRevisionIsAbortedSoTheCallerReadsAfresh) {
+  auto c = EtcdClient::Create(etcd_.Endpoints());
+  ASSERT_THAT(c, IsOk());
+  const std::string p = "/compact/" + job_ + "/";
+  auto first = c->Put(p + "a", "1");
+  ASSERT_THAT(first, IsOk());
+  auto last = c->Put(p + "a", "2");
+  ASSERT_THAT(last, IsOk());
+  HttpClient raw("127.0.0.1", std::stoi(etcd_.Endpoint(0).substr(10)));
+  auto compacted = raw.Post("/v3/kv/compaction",
+                            "{\"revision\":\"" + std::to_string(*last) + "\",\"physical\":true}");
+  ASSERT_TRUE(compacted && compacted->status == 200) << (compacted ? compacted->body : "");
+  Status s = c->WatchPrefix(p, *first, [](const EtcdWatchBatch&) { return true; });
+  EXPECT_THAT(s, HasCode(ErrorCode::kAborted, HasSubstr("compacted")));
+}
+
+TEST_F(EtcdTest, AnIdleJobCostsEtcdOnlyItsLeaseRenewalsWhilePollingCostsMany) {
+  auto counts = EtcdClient::Create(etcd_.Endpoints());
+  ASSERT_THAT(counts, IsOk());
+  auto idle_calls = [&](bool watch) {
+    const std::string job = job_ + (watch ? "-watch" : "-poll");
+    std::vector<std::unique_ptr<Node>> nodes;
+    std::vector<Node*> raw;
+    for (int i = 0; i < 3; ++i) {
+      ClusterOptions o = Options(i, 3, 3);
+      o.job = job;
+      o.watch = watch;
+      nodes.push_back(MakeNode(o));
+      if (!nodes.back()) return -1.0;
+      raw.push_back(nodes.back().get());
+    }
+    Agree(raw, {Scan({}), Scan({}), Scan({})});
+    std::this_thread::sleep_for(1s);  // the watches stand
+    auto before = counts->ServerCounts();
+    std::this_thread::sleep_for(3s);
+    auto after = counts->ServerCounts();
+    if (!before || !after) return -1.0;
+    const EtcdServerCounts d = after->Since(*before);
+    const double renewals =
+        d.started.contains("LeaseKeepAlive") ? d.started.at("LeaseKeepAlive") : 0;
+    EXPECT_GT(renewals, 0) << "the leases are renewed";
+    for (Node* n : raw) EXPECT_EQ(n->Faults(), 0u);
+    return d.Total() - renewals;
+  };
+  const double watching = idle_calls(true);
+  const double polling = idle_calls(false);
+  EXPECT_EQ(watching, 0) << "three watching nodes, idle for 3 s: no call but renewals";
+  EXPECT_GT(polling, 3 * 3 * 10) << "polling every 20 ms reads the keys many times a second";
 }
 
 }  // namespace

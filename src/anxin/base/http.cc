@@ -340,7 +340,7 @@ struct HttpClient::Impl {
                                     secs(options.timeout));
           }
           return Unavailable(what + ": " + host_port +
-                             " closed the connection before a full response");
+                             " closed the connection before a full response" + NoCertHint());
         case httplib::Error::SSLConnection:
           return Unavailable(what + ": the TLS handshake with " + host_port +
                              " failed (a plain-HTTP server, an old TLS version, or a server "
@@ -357,12 +357,8 @@ struct HttpClient::Impl {
           return Cancelled(what + ": stopped");
         case httplib::Error::Write:
           if (stopped.exchange(false)) return Cancelled(what + ": stopped");
-          return Unavailable(
-              what + ": " + host_port + " closed the connection while the request was sent" +
-              (base_url.starts_with("https://") && options.client_cert_file.empty()
-                   ? " (a TLS server that requires a client certificate does so when none is "
-                     "given)"
-                   : ""));
+          return Unavailable(what + ": " + host_port +
+                             " closed the connection while the request was sent" + NoCertHint());
         case httplib::Error::SSLLoadingCerts:
           return InvalidArgument(what + ": cannot load the CA or client certificate files");
         default:
@@ -376,6 +372,13 @@ struct HttpClient::Impl {
   template <typename F>
   Result<HttpResponse> Do(std::string_view method, std::string_view path, F&& request) {
     return Do(method, path, std::forward<F>(request), {});
+  }
+
+  // After a connection closed mid-request: with TLS 1.3, a server that
+  // wants a client certificate closes it so, after the handshake.
+  std::string NoCertHint() const {
+    if (!base_url.starts_with("https://") || !options.client_cert_file.empty()) return "";
+    return " (a TLS server that requires a client certificate does so when none is given)";
   }
 
   static HttpResponse FromHttplib(const httplib::Response& r) {

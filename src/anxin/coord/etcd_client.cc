@@ -20,7 +20,8 @@ int64_t Int(const json& j, const char* name) {
   return 0;
 }
 
-// The key just past every key that starts with prefix (etcd's range_end).
+}  // namespace
+
 std::string PrefixEnd(std::string_view prefix) {
   std::string end(prefix);
   while (!end.empty()) {
@@ -33,6 +34,8 @@ std::string PrefixEnd(std::string_view prefix) {
   }
   return std::string(1, '\0');  // every key
 }
+
+namespace {
 
 // An answer that another member may give better: no leader, no quorum, a
 // timeout, a member shutting down.
@@ -301,17 +304,22 @@ Status EtcdClient::Ping() {
   return Ok();
 }
 
-Result<EtcdRange> EtcdClient::Range(std::string_view key, bool prefix) {
+Result<EtcdRange> EtcdClient::Range(std::string_view key, std::string_view end) {
   json req = {{"key", Base64Encode(key)}};
-  if (prefix) req["range_end"] = Base64Encode(PrefixEnd(key));
+  if (!end.empty()) req["range_end"] = Base64Encode(end);
   ANXIN_ASSIGN_OR_RETURN(std::string body, Call("/v3/kv/range", req.dump()));
   json j = json::parse(body, nullptr, false);
   if (!j.is_object()) return DataLoss("etcd: range: not JSON: " + body.substr(0, 120));
   return ParseRange(j);
 }
 
-Result<EtcdRange> EtcdClient::Get(std::string_view key) { return Range(key, false); }
-Result<EtcdRange> EtcdClient::GetPrefix(std::string_view prefix) { return Range(prefix, true); }
+Result<EtcdRange> EtcdClient::Get(std::string_view key) { return Range(key, ""); }
+Result<EtcdRange> EtcdClient::GetPrefix(std::string_view prefix) {
+  return Range(prefix, PrefixEnd(prefix));
+}
+Result<EtcdRange> EtcdClient::GetRange(std::string_view from, std::string_view to) {
+  return Range(from, to);
+}
 
 Result<int64_t> EtcdClient::Put(std::string_view key, std::string_view value, int64_t lease) {
   json req = {{"key", Base64Encode(key)}, {"value", Base64Encode(value)}};
@@ -327,6 +335,22 @@ Status EtcdClient::Delete(std::string_view key) {
   ANXIN_ASSIGN_OR_RETURN(std::string body, Call("/v3/kv/deleterange", req.dump()));
   (void)body;
   return Ok();
+}
+
+Result<bool> EtcdClient::PutIfAbsentWith(std::string_view key, std::string_view value,
+                                         std::string_view also_key, std::string_view also_value) {
+  json compare = {{"key", Base64Encode(key)},
+                  {"result", "EQUAL"},
+                  {"target", "CREATE"},
+                  {"create_revision", "0"}};
+  json put = {{"key", Base64Encode(key)}, {"value", Base64Encode(value)}};
+  json also = {{"key", Base64Encode(also_key)}, {"value", Base64Encode(also_value)}};
+  json req = {{"compare", json::array({compare})},
+              {"success", json::array({{{"request_put", put}}, {{"request_put", also}}})}};
+  ANXIN_ASSIGN_OR_RETURN(std::string body, Call("/v3/kv/txn", req.dump()));
+  json j = json::parse(body, nullptr, false);
+  if (!j.is_object()) return DataLoss("etcd: txn: not JSON: " + body.substr(0, 120));
+  return j.value("succeeded", false);
 }
 
 Result<bool> EtcdClient::PutIfModRevision(std::string_view key, std::string_view value,
@@ -392,9 +416,14 @@ Status EtcdClient::RevokeLease(int64_t lease) {
 
 Status EtcdClient::WatchPrefix(std::string_view prefix, int64_t start_revision,
                                const std::function<bool(const EtcdWatchBatch&)>& on_batch) {
+  return WatchRange(prefix, PrefixEnd(prefix), start_revision, on_batch);
+}
+
+Status EtcdClient::WatchRange(std::string_view from, std::string_view to, int64_t start_revision,
+                              const std::function<bool(const EtcdWatchBatch&)>& on_batch) {
   const size_t n = impl_->watch_clients.size();
   if (n == 0) return Unavailable("etcd: no endpoint: give --rdzv-endpoint host:port");
-  json create = {{"key", Base64Encode(prefix)}, {"range_end", Base64Encode(PrefixEnd(prefix))}};
+  json create = {{"key", Base64Encode(from)}, {"range_end", Base64Encode(to)}};
   if (start_revision > 0) create["start_revision"] = std::to_string(start_revision);
   const std::string body = json{{"create_request", create}}.dump();
   std::string last;
@@ -498,6 +527,54 @@ Status EtcdClient::WatchPrefix(std::string_view prefix, int64_t start_revision,
     return Ok();  // the member ended the stream
   }
   return Unavailable("etcd at " + Endpoints() + ": no member opens a watch (" + last + ")");
+}
+
+double EtcdServerCounts::Total() const {
+  double n = 0;
+  for (const auto& [method, count] : started) n += count;
+  return n;
+}
+
+EtcdServerCounts EtcdServerCounts::Since(const EtcdServerCounts& before) const {
+  EtcdServerCounts d = *this;
+  for (const auto& [method, count] : before.started) d.started[method] -= count;
+  d.received_bytes -= before.received_bytes;
+  d.sent_bytes -= before.sent_bytes;
+  return d;
+}
+
+Result<EtcdServerCounts> EtcdClient::ServerCounts() {
+  EtcdServerCounts out;
+  for (size_t k = 0; k < impl_->clients.size(); ++k) {
+    const std::string& where = impl_->options.endpoints[k];
+    auto r = impl_->clients[k].Get("/metrics", impl_->AuthHeaders());
+    if (!r) return Unavailable("etcd " + where + ": /metrics: " + r.error().message());
+    if (r->status != 200) {
+      return Unavailable("etcd " + where + ": /metrics: HTTP " + std::to_string(r->status));
+    }
+    // Sample lines: NAME{LABELS} VALUE
+    for (std::string_view line : Split(r->body, '\n')) {
+      if (line.empty() || line[0] == '#') continue;
+      const size_t space = line.rfind(' ');
+      if (space == std::string_view::npos) continue;
+      auto value = ParseDouble(Trim(line.substr(space + 1)));
+      if (!value) continue;
+      const std::string_view series = line.substr(0, space);
+      if (series.starts_with("grpc_server_started_total{")) {
+        const size_t at = series.find("grpc_method=\"");
+        if (at == std::string_view::npos) continue;
+        const size_t from = at + 13;
+        const size_t to = series.find('"', from);
+        if (to == std::string_view::npos) continue;
+        out.started[std::string(series.substr(from, to - from))] += *value;
+      } else if (series == "etcd_network_client_grpc_received_bytes_total") {
+        out.received_bytes += *value;
+      } else if (series == "etcd_network_client_grpc_sent_bytes_total") {
+        out.sent_bytes += *value;
+      }
+    }
+  }
+  return out;
 }
 
 void EtcdClient::StopWatch() {

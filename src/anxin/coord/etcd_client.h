@@ -39,6 +39,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -91,6 +92,20 @@ struct EtcdEvent {
   EtcdKv kv{};
 };
 
+// What the members served, from their own /metrics, summed over the
+// members: gRPC calls started per method (the gateway's requests are
+// gRPC calls too: "Range", "Txn", "Put", "LeaseGrant", "LeaseKeepAlive",
+// "Watch", ...) and the bytes clients sent and received.
+struct EtcdServerCounts {
+  std::map<std::string, double> started{};
+  double received_bytes = 0;  // etcd_network_client_grpc_received_bytes_total
+  double sent_bytes = 0;      // etcd_network_client_grpc_sent_bytes_total
+
+  double Total() const;
+  // this - before, per method (counters only grow while members run).
+  EtcdServerCounts Since(const EtcdServerCounts& before) const;
+};
+
 // What one message of a watch stream carried.
 struct EtcdWatchBatch {
   int64_t revision = 0;  // the store's revision when it was sent
@@ -101,6 +116,9 @@ struct EtcdWatchBatch {
 // An empty list, an empty entry or an entry without a port ->
 // kInvalidArgument naming --rdzv-endpoint.
 Result<std::vector<std::string>> ParseEndpoints(std::string_view text);
+
+// The key just past every key that starts with prefix (etcd's range_end).
+std::string PrefixEnd(std::string_view prefix);
 
 class EtcdClient {
  public:
@@ -119,6 +137,8 @@ class EtcdClient {
   // Linearizable reads: the key itself, or every key starting with prefix.
   Result<EtcdRange> Get(std::string_view key);
   Result<EtcdRange> GetPrefix(std::string_view prefix);
+  // The keys in [from, to).
+  Result<EtcdRange> GetRange(std::string_view from, std::string_view to);
 
   // Returns the revision of the write. lease 0: no lease.
   Result<int64_t> Put(std::string_view key, std::string_view value, int64_t lease = 0);
@@ -126,6 +146,10 @@ class EtcdClient {
 
   // Writes key only when nobody has: true when this call created it.
   Result<bool> PutIfAbsent(std::string_view key, std::string_view value, int64_t lease = 0);
+  // key = value only if key is absent, and then also_key = also_value, in
+  // one transaction. True when written.
+  Result<bool> PutIfAbsentWith(std::string_view key, std::string_view value,
+                               std::string_view also_key, std::string_view also_value);
   // Writes key only when its mod_revision is still mod_revision (0: absent):
   // true when it did. The compare-and-swap every decision goes through.
   Result<bool> PutIfModRevision(std::string_view key, std::string_view value, int64_t mod_revision,
@@ -138,16 +162,24 @@ class EtcdClient {
   // Ends the lease, deleting its keys now. An unknown lease is not an error.
   Status RevokeLease(int64_t lease);
 
+  // Every member's /metrics, summed (EtcdServerCounts). A member that does
+  // not answer -> kUnavailable naming it: a sum without it would be wrong.
+  Result<EtcdServerCounts> ServerCounts();
+
   // Streams every change to the keys under prefix from start_revision on to
-  // on_batch, in revision order, until on_batch returns false or StopWatch
-  // is called (both: kCancelled), the stream breaks or stays silent for
-  // watch_idle (kUnavailable: watch again from the revision after the last
-  // one seen), or start_revision was compacted away (kOutOfRange: read the
-  // prefix afresh and watch from its revision + 1). Returns once the member
-  // confirmed the watch only when on_batch is first called, so a caller that
-  // needs to know the watch stands gets an empty batch at once.
+  // on_batch, in revision order. Returns Ok once a watch that stood ends
+  // (the connection broke, the member ended it, or it carried nothing for
+  // watch_idle): watch again from the revision after the last one seen, and
+  // nothing is lost. kCancelled: on_batch returned false or StopWatch was
+  // called. kAborted: start_revision was compacted away (read the prefix
+  // afresh and watch from its revision + 1). kUnavailable: no member opened
+  // a watch. kPermissionDenied: TLS or the user was refused. on_batch's
+  // first call (an empty batch) says the member confirmed the watch.
   Status WatchPrefix(std::string_view prefix, int64_t start_revision,
                      const std::function<bool(const EtcdWatchBatch&)>& on_batch);
+  // The same for the keys in [from, to).
+  Status WatchRange(std::string_view from, std::string_view to, int64_t start_revision,
+                    const std::function<bool(const EtcdWatchBatch&)>& on_batch);
   // From any thread: a WatchPrefix in flight returns soon (kCancelled). Call
   // it until the watching thread has left WatchPrefix: a watch that was
   // just connecting may miss one call.
@@ -156,7 +188,7 @@ class EtcdClient {
  private:
   // POSTs body to path on the member that answered last, then on the others.
   Result<std::string> Call(std::string_view path, const std::string& body);
-  Result<EtcdRange> Range(std::string_view key, bool prefix);
+  Result<EtcdRange> Range(std::string_view key, std::string_view end);  // end "": key alone
   // Gets a token for options.user from member k.
   Status Authenticate(size_t k);
 

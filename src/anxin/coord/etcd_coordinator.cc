@@ -109,11 +109,10 @@ struct EtcdCoordinator::Impl {
   std::atomic<bool> streamer_running{false};
   std::condition_variable keys_cv;
   std::map<std::string, EtcdKv> keys;
-  std::map<int, int> ready_counts;  // generation -> ready/ keys present
-  int64_t keys_rev = 0;             // the copy holds every change up to this revision
-  uint64_t keys_seq = 0;            // bumped at every change
-  bool keys_live = false;           // a watch stands: the copy is current
-  bool nodes_dirty = true;          // a node key went, or the copy was read afresh
+  int64_t keys_rev = 0;     // the copy holds every change up to this revision
+  uint64_t keys_seq = 0;    // bumped at every change
+  bool keys_live = false;   // a watch stands: the copy is current
+  bool nodes_dirty = true;  // a node key went, or the copy was read afresh
 
   std::string Key(std::string_view rest) const { return prefix + std::string(rest); }
   std::string GenKey(int g, std::string_view rest) const {
@@ -260,31 +259,13 @@ struct EtcdCoordinator::Impl {
 
   // ---- The watch: a copy of the job's keys.
 
-  // The generation in a key "PREFIXgen/G/ready/NODE", or -1.
-  int ReadyGeneration(const std::string& key) const {
-    if (!key.starts_with(prefix) || key.compare(prefix.size(), 4, "gen/") != 0) return -1;
-    const size_t from = prefix.size() + 4;
-    const size_t slash = key.find('/', from);
-    if (slash == std::string::npos || key.compare(slash, 7, "/ready/") != 0) return -1;
-    auto g = ParseInt(std::string_view(key).substr(from, slash - from));
-    return g ? static_cast<int>(*g) : -1;
-  }
-
   // REQUIRES: mu held.
   void ApplyLocked(const EtcdEvent& e) {
-    auto it = keys.find(e.kv.key);
-    const int g = ReadyGeneration(e.kv.key);
     if (e.deleted) {
-      if (it != keys.end()) {
-        keys.erase(it);
-        if (g >= 0) --ready_counts[g];
-      }
+      keys.erase(e.kv.key);
       if (e.kv.key.starts_with(prefix + "nodes/")) nodes_dirty = true;
-    } else if (it == keys.end()) {
-      keys.emplace(e.kv.key, e.kv);
-      if (g >= 0) ++ready_counts[g];
     } else {
-      it->second = e.kv;
+      keys.insert_or_assign(e.kv.key, e.kv);
     }
     keys_rev = std::max(keys_rev, e.kv.mod_revision);
   }
@@ -292,11 +273,7 @@ struct EtcdCoordinator::Impl {
   // REQUIRES: mu held.
   void ResetLocked(const EtcdRange& r) {
     keys.clear();
-    ready_counts.clear();
-    for (const EtcdKv& kv : r.kvs) {
-      if (const int g = ReadyGeneration(kv.key); g >= 0) ++ready_counts[g];
-      keys.emplace(kv.key, kv);
-    }
+    for (const EtcdKv& kv : r.kvs) keys.emplace(kv.key, kv);
     keys_rev = r.revision;
     nodes_dirty = true;
     ++keys_seq;
@@ -313,13 +290,17 @@ struct EtcdCoordinator::Impl {
   // a compaction or a failure to watch at all reads the prefix again.
   void StreamLoop() {
     EtcdClient& c = stream_client;
+    // PREFIX + generation, nodes/, plan and stopped: what every node acts
+    // on. The per-generation keys under gen/ (ready, done, plans) stay out,
+    // so a barrier's N ready writes reach etcd's watchers once, not N times.
+    const std::string watch_from = Key("generation");
     bool blind = false;
     for (;;) {
       {
         std::lock_guard lock(mu);
         if (quit) break;
       }
-      auto r = c.GetPrefix(prefix);
+      auto r = c.GetRange(watch_from, PrefixEnd(prefix));
       if (!r) {
         if (!blind) {
           blind = true;
@@ -336,7 +317,7 @@ struct EtcdCoordinator::Impl {
       keys_cv.notify_all();
       for (;;) {
         const auto opened = SteadyClock::now();
-        Status s = c.WatchPrefix(prefix, next, [&](const EtcdWatchBatch& b) {
+        Status s = c.WatchRange(watch_from, PrefixEnd(prefix), next, [&](const EtcdWatchBatch& b) {
           {
             std::lock_guard lock(mu);
             for (const EtcdEvent& e : b.events) {
@@ -499,13 +480,22 @@ struct EtcdCoordinator::Impl {
       nodes_dirty = false;
       if (check) {
         for (const std::string& m : plan_members) {
-          if (!keys.contains(Key("nodes/" + m)) && !keys.contains(GenKey(gen, "done/" + m))) {
-            absent.insert(m);
-          }
+          if (!keys.contains(Key("nodes/" + m))) absent.insert(m);
         }
       }
     }
-    Status s = Judge(c, gen, plan_members, generation, stopped, check ? &absent : nullptr);
+    // A node without a lease that wrote done finished; it is not lost. The
+    // done keys stay out of the watch: read the absent ones' only.
+    Status s = Ok();
+    for (auto it = absent.begin(); s && it != absent.end();) {
+      auto done = c.Get(GenKey(gen, "done/" + *it));
+      if (!done) {
+        s = std::unexpected(done.error());
+      } else {
+        it = done->kvs.empty() ? std::next(it) : absent.erase(it);
+      }
+    }
+    if (s) s = Judge(c, gen, plan_members, generation, stopped, check ? &absent : nullptr);
     if (!s && check) {
       std::lock_guard lock(mu);
       nodes_dirty = true;  // look again at the next turn
@@ -621,7 +611,10 @@ struct EtcdCoordinator::Impl {
     } else {
       return Ok();
     }
-    ANXIN_ASSIGN_OR_RETURN(bool won, c.PutIfAbsent(GenKey(g, "plan"), plan.dump()));
+    // The generation's plan, and a copy as the job's newest plan, which the
+    // nodes' watches carry.
+    ANXIN_ASSIGN_OR_RETURN(
+        bool won, c.PutIfAbsentWith(GenKey(g, "plan"), plan.dump(), Key("plan"), plan.dump()));
     if (won) spdlog::info("anxin run: {} closed the barrier of generation {}", o.node_id, g);
     return Ok();
   }
@@ -720,8 +713,8 @@ struct EtcdCoordinator::Impl {
     const double close_after = o.barrier_timeout_seconds;
     const double stop_after = first ? o.join_timeout_seconds : o.barrier_timeout_seconds;
     int written = -1;
-    int64_t need_rev = 0;  // the copy shows this node's ready key from this revision on
-    std::optional<SteadyClock::time_point> all_ready_since;
+    bool closer = true;  // this node reads the ready keys (polling: every node)
+    auto last_ready_read = SteadyClock::now();
     const auto store_deadline_span = Millis(o.store_timeout_seconds);
     auto last_answer = SteadyClock::now();
     bool paused = false;
@@ -729,13 +722,8 @@ struct EtcdCoordinator::Impl {
       uint64_t seen_seq;
       bool live;
       {
-        std::unique_lock lock(mu);
-        if (keys_live && keys_rev < need_rev) {
-          // This node's own write is on its way through the watch.
-          keys_cv.wait_for(lock, std::chrono::seconds(1),
-                           [&] { return quit || !keys_live || keys_rev >= need_rev; });
-        }
-        live = keys_live && keys_rev >= need_rev;
+        std::lock_guard lock(mu);
+        live = keys_live;
         seen_seq = keys_seq;
       }
       Status s = [&]() -> Status {
@@ -745,32 +733,7 @@ struct EtcdCoordinator::Impl {
           id = lease;
         }
         const std::string ready_prefix = GenKey(g, "ready/");
-        const std::string my_ready = ready_prefix + o.node_id;
-        std::vector<Ready> ready;
-        bool mine = false;
-        int count = 0;
-        bool first_is_me = false;  // this node's key sorts first: it closes at once
-        std::optional<json> generation;
-        auto collect = [&](const EtcdKv& kv) {
-          ready.push_back(ReadyFromJson(ParseJson(kv.value)));
-        };
-        if (live) {
-          std::lock_guard lock(mu);
-          mine = keys.contains(my_ready);
-          auto n = ready_counts.find(g);
-          count = n == ready_counts.end() ? 0 : n->second;
-          auto first = keys.lower_bound(ready_prefix);
-          first_is_me = first != keys.end() && first->first == my_ready;
-        } else {
-          ANXIN_ASSIGN_OR_RETURN(EtcdRange readies, c.GetPrefix(ready_prefix));
-          for (const EtcdKv& kv : readies.kvs) {
-            collect(kv);
-            mine |= ready.back().node == o.node_id;
-          }
-          count = static_cast<int>(ready.size());
-          first_is_me = true;
-        }
-        if (!mine || written != g) {
+        if (written != g) {
           json r = {{"generation", g},
                     {"node", o.node_id},
                     {"rank_hint", o.node_rank},
@@ -779,9 +742,8 @@ struct EtcdCoordinator::Impl {
                     {"port", port},
                     {"ready_seconds", ready_seconds},
                     {"ready_time", ready_time}};
-          auto put = c.Put(my_ready, r.dump(), id);
+          auto put = c.Put(ready_prefix + o.node_id, r.dump(), id);
           if (!put) return std::unexpected(put.error());
-          need_rev = *put;
           written = g;
           spdlog::info(
               "anxin run: {} is ready for generation {} (verified steps: {})", o.node_id, g,
@@ -790,45 +752,55 @@ struct EtcdCoordinator::Impl {
         }
         const auto now_steady = SteadyClock::now();
         const double waited = std::chrono::duration<double>(now_steady - enter_time).count();
+        const bool timed_out = waited >= close_after || waited >= stop_after;
+        // The watch carries no ready key: one node, the first of the live
+        // ones in key order, reads them and writes the plan, so a barrier
+        // costs etcd O(N) and not every node's read of every ready key. The
+        // others read them only when the closer is late or at a deadline.
+        std::set<std::string> alive;
+        const std::string nodes_prefix = Key("nodes/");
+        if (live) {
+          std::lock_guard lock(mu);
+          for (auto it = keys.lower_bound(nodes_prefix);
+               it != keys.end() && it->first.starts_with(nodes_prefix); ++it) {
+            alive.insert(it->first.substr(nodes_prefix.size()));
+          }
+          closer = alive.empty() || *alive.begin() == o.node_id;
+          if (!closer && !timed_out && now_steady - last_ready_read < std::chrono::seconds(2)) {
+            return Ok();
+          }
+        }
+        last_ready_read = now_steady;
+        ANXIN_ASSIGN_OR_RETURN(EtcdRange readies, c.GetPrefix(ready_prefix));
+        std::vector<Ready> ready;
+        bool mine = false;
+        for (const EtcdKv& kv : readies.kvs) {
+          ready.push_back(ReadyFromJson(ParseJson(kv.value)));
+          mine |= ready.back().node == o.node_id;
+        }
+        if (!mine) {
+          written = -1;  // gone with a lease: write it again
+          return Ok();
+        }
+        const int count = static_cast<int>(ready.size());
         // A recovery need not wait for a node that is gone: once every node
         // whose lease is alive is ready (and they are at least MIN), waiting
         // longer cannot bring more. The job's first barrier waits for nodes
         // still starting, which hold no lease yet.
         bool alive_ready = false;
         if (!first && count >= o.min_nodes && count < o.max_nodes) {
-          std::set<std::string> alive, in;
-          const std::string nodes_prefix = Key("nodes/");
-          if (live) {
-            std::lock_guard lock(mu);
-            for (auto it = keys.lower_bound(nodes_prefix);
-                 it != keys.end() && it->first.starts_with(nodes_prefix); ++it) {
-              alive.insert(it->first.substr(nodes_prefix.size()));
-            }
-            for (auto it = keys.lower_bound(ready_prefix);
-                 it != keys.end() && it->first.starts_with(ready_prefix); ++it) {
-              in.insert(it->first.substr(ready_prefix.size()));
-            }
-          } else {
+          if (!live) {
             ANXIN_ASSIGN_OR_RETURN(EtcdRange a, c.GetPrefix(nodes_prefix));
             for (const EtcdKv& kv : a.kvs) alive.insert(kv.key.substr(nodes_prefix.size()));
-            for (const Ready& r : ready) in.insert(r.node);
           }
+          std::set<std::string> in;
+          for (const Ready& r : ready) in.insert(r.node);
           alive_ready = std::includes(in.begin(), in.end(), alive.begin(), alive.end());
         }
-        const bool all = count >= o.max_nodes || alive_ready;
-        if (!all) all_ready_since.reset();
-        if (all && !all_ready_since) all_ready_since = now_steady;
-        // Every node sees the last ready key at once; the first in key order
-        // writes the plan, the others only if it has not within a second.
-        const bool my_turn = first_is_me || (all_ready_since && now_steady - *all_ready_since >
-                                                                    std::chrono::seconds(1));
-        if (!(all && my_turn) && waited < close_after && waited < stop_after) return Ok();
+        if (count < o.max_nodes && !alive_ready && !timed_out) return Ok();
+        std::optional<json> generation;
         if (live) {
           std::lock_guard lock(mu);
-          for (auto it = keys.lower_bound(ready_prefix);
-               it != keys.end() && it->first.starts_with(ready_prefix); ++it) {
-            collect(it->second);
-          }
           if (auto it = keys.find(Key("generation")); it != keys.end()) {
             generation = ParseJson(it->second.value);
           }
@@ -865,8 +837,10 @@ struct EtcdCoordinator::Impl {
         std::optional<json> generation;
         if (live) {
           std::lock_guard lock(mu);
-          if (auto it = keys.find(GenKey(g, "plan")); it != keys.end()) {
-            plan_text = it->second.value;
+          if (auto it = keys.find(Key("plan")); it != keys.end()) {
+            // The newest plan; this generation's once it names g.
+            json p = ParseJson(it->second.value);
+            if (p.value("generation", -1) == g) plan_text = it->second.value;
           }
           if (auto it = keys.find(Key("generation")); it != keys.end()) {
             generation = ParseJson(it->second.value);
@@ -890,7 +864,6 @@ struct EtcdCoordinator::Impl {
               int opened, Bump(c, g, "node_rejoined", "node " + o.node_id + " rejoins the job"));
           g = opened;
           enter_time = SteadyClock::now();
-          all_ready_since.reset();
           return std::optional<const run::Checkpoint*>();
         }
         if (!generation) {
@@ -902,7 +875,6 @@ struct EtcdCoordinator::Impl {
                        generation->value("summary", ""));
           g = cur;
           enter_time = SteadyClock::now();
-          all_ready_since.reset();
         }
         return std::optional<const run::Checkpoint*>();
       }();
@@ -920,12 +892,12 @@ struct EtcdCoordinator::Impl {
         std::this_thread::sleep_for(Millis(o.poll_seconds));
         continue;
       }
-      // Until the copy moves, or the next deadline (a timeout, the closer's
-      // second) comes.
+      // Until the copy moves, the closer's next read of the ready keys, or
+      // the next deadline.
       const double waited = std::chrono::duration<double>(SteadyClock::now() - enter_time).count();
       double until = std::min(close_after, stop_after) - waited;
       if (until <= 0) until = 0.2;
-      until = std::min(until, 0.5);
+      until = std::min(until, closer ? 0.05 : 0.5);
       std::unique_lock lock(mu);
       keys_cv.wait_for(lock, Millis(until), [&] { return quit || keys_seq != seen_seq; });
       if (quit) return nullptr;
@@ -1042,8 +1014,10 @@ Status EtcdCoordinator::Start(run::FaultSink report) {
   spdlog::info("anxin run: {} joined job {} at etcd {} ({} to {} node(s))", m.o.node_id, m.o.job,
                m.main_client.Endpoints(), m.o.min_nodes, m.o.max_nodes);
   m.keepalive = std::thread([&m] { m.KeepAliveLoop(); });
-  m.streamer_running = true;
-  m.streamer = std::thread([&m] { m.StreamLoop(); });
+  if (m.o.watch) {
+    m.streamer_running = true;
+    m.streamer = std::thread([&m] { m.StreamLoop(); });
+  }
   m.watcher = std::thread([&m] { m.WatchLoop(); });
   return Ok();
 }

@@ -80,7 +80,10 @@ struct ClusterOptions {
   // The job's keys come from a watch on /anxin/run/JOB/; they are read
   // this often only while the watch is being opened again.
   double poll_seconds = 0.5;
-  double watch_idle_seconds = 15;      // a silent watch stream is opened anew this often
+  double watch_idle_seconds = 15;  // a silent watch stream is opened anew this often
+  // false: no watch; every node reads the job's keys every poll_seconds
+  // (how supervisors worked before the watch; control-plane benchmark's peer).
+  bool watch = true;
   double store_timeout_seconds = 300;  // no answer from etcd this long: the job stops
   // etcd's TLS and authentication (--etcd-cacert, --etcd-cert, --etcd-key,
   // --etcd-server-name, --etcd-user; EtcdOptions).
