@@ -222,8 +222,10 @@ def main():
                 print(json.dumps(rows[-1]), file=sys.stderr)
             for n in sizes(a.sizes):
                 rows.append(in_process(binary, etcd, n, "watch", a.idle))
+                print(json.dumps(rows[-1]), file=sys.stderr)
                 if n in sizes(a.peer_sizes):
                     rows.append(in_process(binary, etcd, n, "poll", a.idle))
+                    print(json.dumps(rows[-1]), file=sys.stderr)
         finally:
             etcd.stop()
     if a.json:

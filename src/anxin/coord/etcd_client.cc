@@ -503,6 +503,9 @@ Status EtcdClient::WatchRange(std::string_view from, std::string_view to, int64_
     // member cut off from the others does not leave it silent.
     headers.emplace_back("Grpc-Metadata-hasleader", "true");
     auto r = impl_->watch_clients[k].PostStream("/v3/watch", body, on_body, headers);
+    // A watch's connection ends with its stream half read: never reuse it
+    // (a request sent on it reads the old stream's leftovers).
+    impl_->watch_clients[k].Stop();
     if (!verdict) {
       if (verdict.error().code() != ErrorCode::kUnavailable || created) return verdict;
       last = verdict.error().message();

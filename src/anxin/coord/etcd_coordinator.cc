@@ -332,9 +332,14 @@ struct EtcdCoordinator::Impl {
           return true;
         });
         {
+          // A stream that stood and ended resumes at once from next: the
+          // copy stays current meanwhile. Otherwise the readers fall back
+          // to reading the keys until a watch stands again.
           std::lock_guard lock(mu);
-          keys_live = false;
-          ++keys_seq;
+          if (!s) {
+            keys_live = false;
+            ++keys_seq;
+          }
           if (quit) break;
         }
         keys_cv.notify_all();

@@ -43,11 +43,13 @@
 // quorum, no decision is taken: calls are retried (logged, counted in
 // store_pauses) until it answers again or store_timeout_seconds pass.
 //
-// Every node watches the job's prefix (one etcd watch stream) and keeps the
-// keys it saw in memory: the barrier and the loss check read that copy, so
-// a node sends etcd only its own writes, a lease renewal every TTL/3 and a
-// new watch every watch_idle_seconds; the ranges it reads are the job's
-// keys once at start and again after a watch could not resume.
+// Every node watches the keys it acts on (generation, nodes/, plan,
+// stopped: one etcd watch stream) and keeps what it saw in memory, so while
+// the ranks run a node sends etcd only a lease renewal every TTL/3 and a
+// new watch every watch_idle_seconds. In a barrier each node writes its
+// ready key; the closer (the first live node in key order) reads the ready
+// keys and writes the plan, which reaches the others through their watch:
+// O(N) etcd work per generation.
 //
 // Thread safety: the Coordinator calls come from the supervisor's thread;
 // three threads of its own keep the lease alive, hold the watch and judge
