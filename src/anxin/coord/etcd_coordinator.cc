@@ -109,7 +109,6 @@ struct EtcdCoordinator::Impl {
   std::atomic<bool> streamer_running{false};
   std::condition_variable keys_cv;
   std::map<std::string, EtcdKv> keys;
-  int64_t keys_rev = 0;     // the copy holds every change up to this revision
   uint64_t keys_seq = 0;    // bumped at every change
   bool keys_live = false;   // a watch stands: the copy is current
   bool nodes_dirty = true;  // a node key went, or the copy was read afresh
@@ -267,14 +266,12 @@ struct EtcdCoordinator::Impl {
     } else {
       keys.insert_or_assign(e.kv.key, e.kv);
     }
-    keys_rev = std::max(keys_rev, e.kv.mod_revision);
   }
 
   // REQUIRES: mu held.
   void ResetLocked(const EtcdRange& r) {
     keys.clear();
     for (const EtcdKv& kv : r.kvs) keys.emplace(kv.key, kv);
-    keys_rev = r.revision;
     nodes_dirty = true;
     ++keys_seq;
   }
@@ -359,8 +356,9 @@ struct EtcdCoordinator::Impl {
           spdlog::warn("anxin run: watching job {}: {}: reading its keys every {:g} s meanwhile",
                        o.job, s.error().message(), o.poll_seconds);
         }
-        if (s.error().code() != ErrorCode::kAborted && Rest(Millis(o.poll_seconds))) break;
-        break;  // read the prefix afresh
+        // Read the keys afresh: at once after a compaction, else after a rest.
+        if (s.error().code() != ErrorCode::kAborted) (void)Rest(Millis(o.poll_seconds));
+        break;
       }
       std::lock_guard lock(mu);
       if (quit) break;
