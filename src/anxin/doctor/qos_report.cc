@@ -65,7 +65,7 @@ json NpuPort(const HostFacts& f, const NpuPortFacts& n) {
          {"unlisted_dscp", "unknown"},
          {"cnp_dscp", nullptr},
          {"error", n.error}};
-  if (p["error"] == "" && n.pfc && !n.dscp_to_tc) {
+  if (n.error.empty() && n.pfc && !n.dscp_to_tc) {
     p["error"] = "hccn_tool -i " + std::to_string(n.npu) + " -dscp_to_tc -g gave no mapping";
   }
   return p;
