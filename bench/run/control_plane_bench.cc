@@ -69,6 +69,7 @@ struct Node {
   std::mutex mu;
   std::condition_variable cv;
   std::vector<anxin::run::Fault> faults;
+  SteadyClock::time_point fault_arrived{};
   anxin::run::RestartState state;
 };
 
@@ -139,6 +140,7 @@ int main(int argc, char** argv) {
     Node* raw = node.get();
     auto st = node->c->Start([raw](anxin::run::Fault f) {
       std::lock_guard lock(raw->mu);
+      if (raw->faults.empty()) raw->fault_arrived = SteadyClock::now();
       raw->faults.push_back(std::move(f));
       raw->cv.notify_all();
     });
@@ -148,7 +150,9 @@ int main(int argc, char** argv) {
 
   // Each node's thread: the barrier, then (phase 2) the fault and the next
   // barrier, the way a supervisor goes through them.
-  std::vector<double> agreed_at(n, -1);  // seconds from the fault
+  std::vector<double> agreed_at(n, -1);   // seconds from the fault
+  std::vector<double> learned_at(n, -1);  // the fault reached the node
+  std::vector<double> entered_at(n, -1);  // its barrier began (OnFault returned)
   std::vector<int> generation(n, -1);
   std::vector<int64_t> step(n, -2);
   std::atomic<int> joined{0};
@@ -192,8 +196,11 @@ int main(int argc, char** argv) {
           return;
         }
         f = node.faults.front();
+        learned_at[i] = Seconds(node.fault_arrived - fault_time);
       }
+      if (i == 0) learned_at[i] = 0;
       const auto d = node.c->OnFault(f, node.state);
+      entered_at[i] = Seconds(SteadyClock::now() - fault_time);
       if (d.verdict != anxin::run::Coordinator::Verdict::kRestart) failed = true;
       const anxin::run::Checkpoint* agreed = node.c->AgreeCheckpoint(scan);
       agreed_at[i] = Seconds(SteadyClock::now() - fault_time);
@@ -242,6 +249,7 @@ int main(int argc, char** argv) {
   }
   std::vector<double> sorted = agreed_at;
   std::sort(sorted.begin(), sorted.end());
+  auto last = [](std::vector<double> v) { return *std::max_element(v.begin(), v.end()); };
   for (auto& node : nodes) node->c->Finish(0);
   nlohmann::json out = {
       {"nodes", n},
@@ -251,6 +259,10 @@ int main(int argc, char** argv) {
       {"idle", CountsJson(c1->Since(*c0), n, idle_wall)},
       {"fault_to_all_relaunched_s", sorted.back()},
       {"fault_to_median_relaunched_s", sorted[sorted.size() / 2]},
+      // Where the time went: the last node to learn of the fault (the
+      // generation's change reached its watch), to enter the barrier.
+      {"fault_to_all_learned_s", last(learned_at)},
+      {"fault_to_all_in_barrier_s", last(entered_at)},
       {"generation", CountsJson(c2->Since(*c1), n, 0)},
       {"cpu_ms_per_node_per_s", idle_cpu * 1000.0 / n / idle_wall},
       {"rss_mib_per_node", (rss - rss0) / n},

@@ -7,6 +7,7 @@
 
 #include <future>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "../support/etcd_cluster.h"
@@ -256,6 +257,72 @@ TEST_F(EtcdTest, ALostNodeIsAFaultForEveryoneAndTheElasticJobShrinksThenStops) {
   ASSERT_TRUE(p.has_value());
   EXPECT_TRUE(p->stop) << "one node is below --nnodes 2:3";
   EXPECT_THAT(p->why, HasSubstr("at least 2"));
+}
+
+TEST_F(EtcdTest, TheLeadLostIsFoundByTheNodeThatTakesTheLeadAfterIt) {
+  auto etcd = EtcdClient::Create(etcd_.Endpoints());
+  ASSERT_THAT(etcd, IsOk());
+  const std::string lead_key = "/anxin/run/" + job_ + "/lead";
+  auto lead = [&]() -> std::string {
+    auto r = etcd->Get(lead_key);
+    if (!r || r->kvs.empty()) return "";
+    return nlohmann::json::parse(r->kvs[0].value).value("node", "");
+  };
+  auto a = MakeNode(Options(0, 2, 3));
+  auto b = MakeNode(Options(1, 2, 3));
+  auto c = MakeNode(Options(2, 2, 3));
+  ASSERT_TRUE(a && b && c);
+  EXPECT_EQ(lead(), "node-0") << "the first node to start takes the lead";
+  Agree({a.get(), b.get(), c.get()}, {Scan({10}), Scan({10}), Scan({10})});
+  a.reset();  // the lead: its lease and the lead key go with it
+  ASSERT_TRUE(WaitFor([&] { return b->Faults() >= 1 && c->Faults() >= 1; }, 10s));
+  EXPECT_EQ(b->Fault(0).fault_class, "node_lost");
+  EXPECT_THAT(b->Fault(0).summary, HasSubstr("node-0"));
+  EXPECT_EQ(c->Fault(0).fault_class, "node_lost");
+  const std::string next = lead();
+  EXPECT_TRUE(next == "node-1" || next == "node-2") << next;
+  EXPECT_EQ(b->c->OnFault(b->Fault(0), b->state).generation, 1);
+  EXPECT_EQ(c->c->OnFault(c->Fault(0), c->state).generation, 1);
+  EXPECT_EQ(Agree({b.get(), c.get()}, {Scan({10}), Scan({10})}), (std::vector<int64_t>{10, 10}))
+      << "the new lead closes the barrier: the job shrinks to 2";
+  ASSERT_TRUE(b->c->Agreed().has_value());
+  EXPECT_EQ(b->c->Agreed()->nnodes, 2);
+}
+
+TEST_F(EtcdTest, AGenerationCostsEtcdAFewCallsPerNodeAndNoNodeReadsEveryRecord) {
+  constexpr int kNodes = 12;
+  auto counts = EtcdClient::Create(etcd_.Endpoints());
+  ASSERT_THAT(counts, IsOk());
+  std::vector<std::unique_ptr<Node>> nodes;
+  std::vector<Node*> raw;
+  std::vector<run::CheckpointScan> scans;
+  for (int i = 0; i < kNodes; ++i) {
+    nodes.push_back(MakeNode(Options(i, kNodes, kNodes)));
+    ASSERT_TRUE(nodes.back());
+    raw.push_back(nodes.back().get());
+    scans.push_back(Scan({20, 10}));
+  }
+  Agree(raw, scans);
+  std::this_thread::sleep_for(1s);  // the watches stand
+  auto before = counts->ServerCounts();
+  ASSERT_THAT(before, IsOk());
+  // Node 0's rank fails; the others learn it from their watch.
+  ASSERT_EQ(raw[0]->c->OnFault(LocalFault("process_exit"), raw[0]->state).generation, 1);
+  for (int i = 1; i < kNodes; ++i) {
+    ASSERT_TRUE(WaitFor([&] { return raw[i]->Faults() >= 1; }, 10s)) << i;
+    ASSERT_EQ(raw[i]->c->OnFault(raw[i]->Fault(0), raw[i]->state).generation, 1);
+  }
+  const auto steps = Agree(raw, scans);
+  auto after = counts->ServerCounts();
+  ASSERT_THAT(after, IsOk());
+  for (int64_t s : steps) EXPECT_EQ(s, 20);
+  const EtcdServerCounts d = after->Since(*before);
+  auto calls = [&](const char* m) { return d.started.contains(m) ? d.started.at(m) : 0.0; };
+  EXPECT_EQ(calls("Put"), kNodes) << "one ready key per node";
+  // The lead counts the ready keys while they arrive and reads them once;
+  // nobody else reads anything: the plan and the generation came by watch.
+  EXPECT_LE(calls("Range"), 60) << "a few dozen counts by the lead, not reads by every node";
+  EXPECT_LE(calls("Txn"), 4) << "the generation's swap and the plan";
 }
 
 TEST_F(EtcdTest, ANodeThatComesBackOpensTheNextGenerationAndRejoins) {

@@ -69,6 +69,7 @@ Result<EtcdRange> ParseRange(const json& j) {
       r.kvs.push_back(std::move(kv));
     }
   }
+  r.count = Int(j, "count");
   return r;
 }
 
@@ -304,9 +305,11 @@ Status EtcdClient::Ping() {
   return Ok();
 }
 
-Result<EtcdRange> EtcdClient::Range(std::string_view key, std::string_view end) {
+Result<EtcdRange> EtcdClient::Range(std::string_view key, std::string_view end, Read read) {
   json req = {{"key", Base64Encode(key)}};
   if (!end.empty()) req["range_end"] = Base64Encode(end);
+  if (read == Read::kKeysOnly) req["keys_only"] = true;
+  if (read == Read::kCountOnly) req["count_only"] = true;
   ANXIN_ASSIGN_OR_RETURN(std::string body, Call("/v3/kv/range", req.dump()));
   json j = json::parse(body, nullptr, false);
   if (!j.is_object()) return DataLoss("etcd: range: not JSON: " + body.substr(0, 120));
@@ -319,6 +322,13 @@ Result<EtcdRange> EtcdClient::GetPrefix(std::string_view prefix) {
 }
 Result<EtcdRange> EtcdClient::GetRange(std::string_view from, std::string_view to) {
   return Range(from, to);
+}
+Result<EtcdRange> EtcdClient::GetPrefixKeys(std::string_view prefix) {
+  return Range(prefix, PrefixEnd(prefix), Read::kKeysOnly);
+}
+Result<int64_t> EtcdClient::CountPrefix(std::string_view prefix) {
+  ANXIN_ASSIGN_OR_RETURN(EtcdRange r, Range(prefix, PrefixEnd(prefix), Read::kCountOnly));
+  return r.count;
 }
 
 Result<int64_t> EtcdClient::Put(std::string_view key, std::string_view value, int64_t lease) {

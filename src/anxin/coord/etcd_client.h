@@ -83,6 +83,7 @@ struct EtcdKv {
 struct EtcdRange {
   int64_t revision = 0;  // the store's revision when it answered
   std::vector<EtcdKv> kvs{};
+  int64_t count = 0;  // how many keys the range holds (also when only counted)
 };
 
 // One change a watch saw: kv after a put, or the key (and the revision of
@@ -139,6 +140,11 @@ class EtcdClient {
   Result<EtcdRange> GetPrefix(std::string_view prefix);
   // The keys in [from, to).
   Result<EtcdRange> GetRange(std::string_view from, std::string_view to);
+  // The prefix's keys without their values (kvs hold keys and revisions), or
+  // only how many there are (count; kvs empty): what a reader that needs
+  // names or a number pays for, not every value.
+  Result<EtcdRange> GetPrefixKeys(std::string_view prefix);
+  Result<int64_t> CountPrefix(std::string_view prefix);
 
   // Returns the revision of the write. lease 0: no lease.
   Result<int64_t> Put(std::string_view key, std::string_view value, int64_t lease = 0);
@@ -188,7 +194,9 @@ class EtcdClient {
  private:
   // POSTs body to path on the member that answered last, then on the others.
   Result<std::string> Call(std::string_view path, const std::string& body);
-  Result<EtcdRange> Range(std::string_view key, std::string_view end);  // end "": key alone
+  enum class Read { kValues, kKeysOnly, kCountOnly };
+  Result<EtcdRange> Range(std::string_view key, std::string_view end,
+                          Read read = Read::kValues);  // end "": key alone
   // Gets a token for options.user from member k.
   Status Authenticate(size_t k);
 

@@ -13,6 +13,7 @@
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <set>
 #include <thread>
 
@@ -109,9 +110,23 @@ struct EtcdCoordinator::Impl {
   std::atomic<bool> streamer_running{false};
   std::condition_variable keys_cv;
   std::map<std::string, EtcdKv> keys;
-  uint64_t keys_seq = 0;    // bumped at every change
-  bool keys_live = false;   // a watch stands: the copy is current
-  bool nodes_dirty = true;  // a node key went, or the copy was read afresh
+  uint64_t keys_seq = 0;        // bumped at every change
+  bool keys_live = false;       // a watch stands: the copy is current
+  int plan_copy_gen = -1;       // the generation of the plan key in the copy
+  bool leading = false;         // the copy's lead key names this node
+  bool copy_has_alive = false;  // the copy holds the alive keys (the lead's watch)
+  // The plan key (the copy every node's watch carries) lists the times of
+  // this many of the slowest nodes; gen/G/plan lists every node's.
+  static constexpr size_t kViewNodes = 8;
+  // The watcher thread's: when the lead last read the alive keys, the plan
+  // members of generation done_gen seen done, and since when (and how much
+  // longer) the lead key has been missing.
+  static constexpr auto kAliveReadGap = std::chrono::seconds(1);
+  SteadyClock::time_point alive_read{};
+  int done_gen = -1;
+  std::set<std::string> done_known;
+  SteadyClock::time_point lead_missing_since{};
+  std::chrono::milliseconds lead_wait{0};
 
   std::string Key(std::string_view rest) const { return prefix + std::string(rest); }
   std::string GenKey(int g, std::string_view rest) const {
@@ -245,7 +260,7 @@ struct EtcdCoordinator::Impl {
       const auto granted = SteadyClock::now();
       auto fresh = c.GrantLease(o.lease_ttl_seconds);
       if (!fresh) continue;
-      (void)c.Put(Key("nodes/" + o.node_id), NodeRecord(-1).dump(), *fresh);
+      (void)c.Put(Key("alive/" + o.node_id), NodeRecord(-1).dump(), *fresh);
       {
         std::lock_guard lock(mu);
         lease = *fresh;
@@ -260,19 +275,30 @@ struct EtcdCoordinator::Impl {
 
   // REQUIRES: mu held.
   void ApplyLocked(const EtcdEvent& e) {
+    // The lead's wider watch also carries gen/: of those it keeps the done
+    // keys only (the ready keys are counted in the barrier).
+    const std::string& k = e.kv.key;
+    if (k.starts_with(Key("gen/")) && k.find("/done/") == std::string::npos) return;
     if (e.deleted) {
-      keys.erase(e.kv.key);
-      if (e.kv.key.starts_with(prefix + "nodes/")) nodes_dirty = true;
+      keys.erase(k);
     } else {
-      keys.insert_or_assign(e.kv.key, e.kv);
+      keys.insert_or_assign(k, e.kv);
+    }
+    if (k == Key("plan")) {
+      plan_copy_gen = e.deleted ? -1 : ParseJson(e.kv.value).value("generation", -1);
+    }
+    if (k == Key("lead")) {
+      leading = !e.deleted && ParseJson(e.kv.value).value("node", "") == o.node_id;
     }
   }
 
   // REQUIRES: mu held.
-  void ResetLocked(const EtcdRange& r) {
+  void ResetLocked(const EtcdRange& r, bool with_alive) {
     keys.clear();
-    for (const EtcdKv& kv : r.kvs) keys.emplace(kv.key, kv);
-    nodes_dirty = true;
+    plan_copy_gen = -1;
+    leading = false;
+    copy_has_alive = with_alive;
+    for (const EtcdKv& kv : r.kvs) ApplyLocked(EtcdEvent{.deleted = false, .kv = kv});
     ++keys_seq;
   }
 
@@ -282,22 +308,37 @@ struct EtcdCoordinator::Impl {
     return cv.wait_for(lock, d, [&] { return quit; });
   }
 
-  // The streaming thread: the prefix read once, then watched from the next
+  // The keys a node's watch covers: PREFIX + generation, lead, plan and
+  // stopped, what every node acts on. The alive keys (before "generation")
+  // and the per-generation keys under gen/ (ready, done, plans) stay out,
+  // so the N writes of a job's start or of a barrier reach etcd's watchers
+  // once each, not N times. The lead's watch starts at alive/ instead: it
+  // sees nodes come and go, and the done keys, without reading them.
+  Result<EtcdRange> ReadWatched(EtcdClient& c, bool lead) {
+    ANXIN_ASSIGN_OR_RETURN(EtcdRange r, c.GetRange(Key("generation"), PrefixEnd(prefix)));
+    if (!lead) return r;
+    // Read after the rest, so that watching from this revision replays
+    // whatever changed in between (in order: the copy ends the same).
+    ANXIN_ASSIGN_OR_RETURN(EtcdRange alive, c.GetPrefix(Key("alive/")));
+    for (EtcdKv& kv : alive.kvs) r.kvs.push_back(std::move(kv));
+    return r;
+  }
+
+  // The streaming thread: the keys read once, then watched from the next
   // revision on; a watch that breaks is resumed where it stopped, and only
-  // a compaction or a failure to watch at all reads the prefix again.
+  // a compaction, a failure to watch at all or this node's taking or losing
+  // the lead reads them again.
   void StreamLoop() {
     EtcdClient& c = stream_client;
-    // PREFIX + generation, nodes/, plan and stopped: what every node acts
-    // on. The per-generation keys under gen/ (ready, done, plans) stay out,
-    // so a barrier's N ready writes reach etcd's watchers once, not N times.
-    const std::string watch_from = Key("generation");
     bool blind = false;
     for (;;) {
+      bool lead_range;
       {
         std::lock_guard lock(mu);
         if (quit) break;
+        lead_range = leading;
       }
-      auto r = c.GetRange(watch_from, PrefixEnd(prefix));
+      auto r = ReadWatched(c, lead_range);
       if (!r) {
         if (!blind) {
           blind = true;
@@ -307,14 +348,19 @@ struct EtcdCoordinator::Impl {
         continue;
       }
       int64_t next = r->revision + 1;
+      bool reread;
       {
         std::lock_guard lock(mu);
-        ResetLocked(*r);
+        ResetLocked(*r, lead_range);
+        reread = leading != lead_range;  // it took or lost the lead before the read
       }
       keys_cv.notify_all();
+      if (reread) continue;
+      const std::string from = lead_range ? Key("alive/") : Key("generation");
       for (;;) {
         const auto opened = SteadyClock::now();
-        Status s = c.WatchRange(watch_from, PrefixEnd(prefix), next, [&](const EtcdWatchBatch& b) {
+        bool rewatch = false;
+        Status s = c.WatchRange(from, PrefixEnd(prefix), next, [&](const EtcdWatchBatch& b) {
           {
             std::lock_guard lock(mu);
             for (const EtcdEvent& e : b.events) {
@@ -324,10 +370,12 @@ struct EtcdCoordinator::Impl {
             keys_live = true;
             ++keys_seq;
             if (quit) return false;
+            rewatch = leading != lead_range;
           }
           keys_cv.notify_all();
-          return true;
+          return !rewatch;
         });
+        if (rewatch) break;  // the copy stays current: read the other range
         {
           // A stream that stood and ended resumes at once from next: the
           // copy stays current meanwhile. Otherwise the readers fall back
@@ -377,7 +425,43 @@ struct EtcdCoordinator::Impl {
     if (streamer.joinable()) streamer.join();
   }
 
-  // ---- Judging the others while the ranks run.
+  // ---- The lead, and judging the others while the ranks run.
+
+  // The lead: one live node, holder of the lead key (under its lease),
+  // looks at the other nodes' keys: it finds lost members, and it closes
+  // the barriers. The others learn what it decided from the generation and
+  // plan keys on their watch, so no node but the lead reads N records.
+  // A missing lead key is taken by the first node to try, after a short
+  // random wait so that the nodes do not all try at once.
+  void MaybeTakeLead(EtcdClient& c, bool present) {
+    if (present) {
+      lead_missing_since = {};
+      return;
+    }
+    const auto now = SteadyClock::now();
+    if (lead_missing_since == SteadyClock::time_point{}) {
+      lead_missing_since = now;
+      thread_local std::minstd_rand random(std::random_device{}());
+      lead_wait = std::chrono::milliseconds(std::uniform_int_distribution<int>(0, 300)(random));
+      return;
+    }
+    if (now - lead_missing_since < lead_wait) return;
+    lead_missing_since = {};
+    (void)TakeLead(c);
+  }
+
+  // Puts the lead key if none stands; true when this node took it.
+  bool TakeLead(EtcdClient& c) {
+    int64_t id;
+    {
+      std::lock_guard lock(mu);
+      id = lease;
+    }
+    json rec = {{"node", o.node_id}, {"time", WallNow()}};
+    auto won = c.PutIfAbsent(Key("lead"), rec.dump(), id);
+    if (won && *won) spdlog::info("anxin run: {} leads job {}", o.node_id, o.job);
+    return won && *won;
+  }
 
   void WatchLoop() {
     EtcdClient c(etcd_options);
@@ -388,6 +472,7 @@ struct EtcdCoordinator::Impl {
       int gen;
       bool live;
       std::vector<std::string> now_members;
+      std::optional<std::string> leader;
       {
         std::unique_lock lock(mu);
         keys_cv.wait_for(lock, Millis(o.poll_seconds), [&] {
@@ -398,10 +483,20 @@ struct EtcdCoordinator::Impl {
         gen = running_gen;
         live = keys_live;
         now_members = members;
+        if (live) leader = LeadLocked();
       }
+      Status s = Ok();
+      if (!live) {
+        auto read = c.Get(Key("lead"));
+        if (read) {
+          if (!read->kvs.empty()) leader = ParseJson(read->kvs[0].value).value("node", "");
+        } else {
+          s = std::unexpected(read.error());
+        }
+      }
+      if (s) MaybeTakeLead(c, leader.has_value());
       if (gen < 0) continue;  // recovering, or not started: the barrier watches
-      Status s =
-          live ? JudgeCopy(c, gen, now_members, gen != judged_gen) : WatchOnce(c, gen, now_members);
+      if (s) s = JudgeTurn(c, gen, now_members, live, leader && *leader == o.node_id);
       judged_gen = gen;
       if (!s && !blind) {
         blind = true;
@@ -413,6 +508,13 @@ struct EtcdCoordinator::Impl {
         spdlog::warn("anxin run: etcd answers again; watching generation {}", gen);
       }
     }
+  }
+
+  // The lead key's node in the copy. REQUIRES: mu held.
+  std::optional<std::string> LeadLocked() const {
+    auto it = keys.find(Key("lead"));
+    if (it == keys.end()) return std::nullopt;
+    return ParseJson(it->second.value).value("node", "");
   }
 
   void Report(int gen, std::string fault_class, std::string summary) {
@@ -463,15 +565,15 @@ struct EtcdCoordinator::Impl {
     return Ok();
   }
 
-  // Judge on the watch's copy: no request unless a node is lost. The plan
-  // members are checked when a node key went or the generation is new.
-  Status JudgeCopy(EtcdClient& c, int gen, const std::vector<std::string>& plan_members,
-                   bool new_gen) {
+  // One turn of judging generation gen: the generation and stopped records
+  // from the watch's copy (live) or read; and, on the lead, at most once a
+  // second, which members have no alive key (their names only) and, of
+  // those, which did not write done (a node seen done is not read again).
+  Status JudgeTurn(EtcdClient& c, int gen, const std::vector<std::string>& plan_members, bool live,
+                   bool lead) {
     json generation = json::object();
     std::optional<json> stopped;
-    std::set<std::string> absent;
-    bool check = false;
-    {
+    if (live) {
       std::lock_guard lock(mu);
       if (auto it = keys.find(Key("generation")); it != keys.end()) {
         generation = ParseJson(it->second.value);
@@ -479,51 +581,63 @@ struct EtcdCoordinator::Impl {
       if (auto it = keys.find(Key("stopped")); it != keys.end()) {
         stopped = ParseJson(it->second.value);
       }
-      check = nodes_dirty || new_gen;
-      nodes_dirty = false;
-      if (check) {
-        for (const std::string& m : plan_members) {
-          if (!keys.contains(Key("nodes/" + m))) absent.insert(m);
-        }
-      }
-    }
-    // A node without a lease that wrote done finished; it is not lost. The
-    // done keys stay out of the watch: read the absent ones' only.
-    Status s = Ok();
-    for (auto it = absent.begin(); s && it != absent.end();) {
-      auto done = c.Get(GenKey(gen, "done/" + *it));
-      if (!done) {
-        s = std::unexpected(done.error());
-      } else {
-        it = done->kvs.empty() ? std::next(it) : absent.erase(it);
-      }
-    }
-    if (s) s = Judge(c, gen, plan_members, generation, stopped, check ? &absent : nullptr);
-    if (!s && check) {
-      std::lock_guard lock(mu);
-      nodes_dirty = true;  // look again at the next turn
-    }
-    return s;
-  }
-
-  // Judge on fresh reads: while the watch is being opened again.
-  Status WatchOnce(EtcdClient& c, int gen, const std::vector<std::string>& plan_members) {
-    ANXIN_ASSIGN_OR_RETURN(auto rec, ReadGeneration(c));
-    std::optional<json> stopped;
-    if (rec.first.value("generation", -1) <= gen) {
+    } else {
+      ANXIN_ASSIGN_OR_RETURN(auto rec, ReadGeneration(c));
+      generation = std::move(rec.first);
       ANXIN_ASSIGN_OR_RETURN(EtcdRange st, c.Get(Key("stopped")));
       if (!st.kvs.empty()) stopped = ParseJson(st.kvs[0].value);
     }
-    ANXIN_ASSIGN_OR_RETURN(EtcdRange alive, c.GetPrefix(Key("nodes/")));
-    ANXIN_ASSIGN_OR_RETURN(EtcdRange done, c.GetPrefix(GenKey(gen, "done/")));
+    if (!lead) return Judge(c, gen, plan_members, generation, stopped, nullptr);
+    if (done_gen != gen) {
+      done_gen = gen;
+      done_known.clear();
+    }
+    // The lead's watch carries the alive and done keys; while it is being
+    // opened, the alive keys are read (their names, at most once a second).
+    const std::string alive_prefix = Key("alive/");
     std::set<std::string> present;
-    for (const EtcdKv& kv : alive.kvs) present.insert(kv.key.substr(Key("nodes/").size()));
-    for (const EtcdKv& kv : done.kvs) present.insert(kv.key.substr(GenKey(gen, "done/").size()));
+    bool from_copy = false;
+    {
+      std::lock_guard lock(mu);
+      if (live && copy_has_alive) {
+        from_copy = true;
+        for (auto it = keys.lower_bound(alive_prefix);
+             it != keys.end() && it->first.starts_with(alive_prefix); ++it) {
+          present.insert(it->first.substr(alive_prefix.size()));
+        }
+        const std::string done_prefix = GenKey(gen, "done/");
+        for (auto it = keys.lower_bound(done_prefix);
+             it != keys.end() && it->first.starts_with(done_prefix); ++it) {
+          done_known.insert(it->first.substr(done_prefix.size()));
+        }
+      }
+    }
+    if (!from_copy) {
+      const auto now = SteadyClock::now();
+      if (now - alive_read < kAliveReadGap) {
+        return Judge(c, gen, plan_members, generation, stopped, nullptr);
+      }
+      alive_read = now;
+      ANXIN_ASSIGN_OR_RETURN(EtcdRange alive, c.GetPrefixKeys(alive_prefix));
+      for (const EtcdKv& kv : alive.kvs) present.insert(kv.key.substr(alive_prefix.size()));
+    }
     std::set<std::string> absent;
     for (const std::string& m : plan_members) {
-      if (!present.contains(m)) absent.insert(m);
+      if (!present.contains(m) && !done_known.contains(m)) absent.insert(m);
     }
-    return Judge(c, gen, plan_members, rec.first, stopped, &absent);
+    // A node without a lease that wrote done finished; it is not lost.
+    if (!absent.empty()) {
+      const std::string done_prefix = GenKey(gen, "done/");
+      ANXIN_ASSIGN_OR_RETURN(EtcdRange done, absent.size() == 1
+                                                 ? c.Get(done_prefix + *absent.begin())
+                                                 : c.GetPrefixKeys(done_prefix));
+      for (const EtcdKv& kv : done.kvs) {
+        std::string node = kv.key.substr(done_prefix.size());
+        absent.erase(node);
+        done_known.insert(std::move(node));
+      }
+    }
+    return Judge(c, gen, plan_members, generation, stopped, &absent);
   }
 
   // ---- The barrier.
@@ -615,15 +729,34 @@ struct EtcdCoordinator::Impl {
       return Ok();
     }
     // The generation's plan, and a copy as the job's newest plan, which the
-    // nodes' watches carry.
+    // nodes' watches carry: every node gets the copy, so it holds the times
+    // of the kViewNodes slowest nodes only (each node adds its own), and the
+    // copies cost etcd N x the member list, not N x every node's record.
+    json copy = plan;
+    if (auto it = copy.find("nodes"); it != copy.end() && it->size() > kViewNodes) {
+      std::vector<size_t> order(it->size());
+      for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+      std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+        return (*it)[a].value("ready_seconds", -1.0) > (*it)[b].value("ready_seconds", -1.0);
+      });
+      order.resize(kViewNodes);
+      std::sort(order.begin(), order.end());
+      json slowest = json::array();
+      for (size_t i : order) slowest.push_back((*it)[i]);
+      copy["nodes_total"] = it->size();
+      *it = std::move(slowest);
+    }
     ANXIN_ASSIGN_OR_RETURN(
-        bool won, c.PutIfAbsentWith(GenKey(g, "plan"), plan.dump(), Key("plan"), plan.dump()));
+        bool won, c.PutIfAbsentWith(GenKey(g, "plan"), plan.dump(), Key("plan"), copy.dump()));
     if (won) spdlog::info("anxin run: {} closed the barrier of generation {}", o.node_id, g);
     return Ok();
   }
 
-  // Adopts plan (a member's view); nullptr result is "from scratch".
-  const run::Checkpoint* Adopt(const json& plan, int g, const run::CheckpointScan& local) {
+  // Adopts plan (a member's view); nullptr result is "from scratch". own:
+  // the ready record this node wrote, for its times where the plan (the
+  // watch's copy) leaves them out.
+  const run::Checkpoint* Adopt(const json& plan, int g, const run::CheckpointScan& local,
+                               const Ready& own) {
     const auto names = plan.value("members", std::vector<std::string>{});
     Placement p;
     p.generation = g;
@@ -641,15 +774,31 @@ struct EtcdCoordinator::Impl {
     v.nnodes = p.nnodes;
     v.store_pauses = store_pauses.load();
     const double closed = plan.value("closed_time", 0.0);
-    int rank = 0;
-    for (const json& n : plan.value("nodes", json::array())) {
+    std::map<std::string, int> rank_of;
+    for (size_t i = 0; i < names.size(); ++i) rank_of.emplace(names[i], static_cast<int>(i));
+    auto times = [&](const std::string& node, double ready_seconds, double ready_time,
+                     int64_t newest) {
       run::ClusterNodeTimes t;
-      t.node = n.value("node", "");
-      t.node_rank = rank++;
-      t.ready_seconds = n.value("ready_seconds", -1.0);
-      t.barrier_seconds = std::max(0.0, closed - n.value("ready_time", closed));
-      t.newest_verified = n.value("newest_verified", int64_t{-1});
-      v.nodes.push_back(std::move(t));
+      t.node = node;
+      auto r = rank_of.find(node);
+      t.node_rank = r == rank_of.end() ? -1 : r->second;
+      t.ready_seconds = ready_seconds;
+      t.barrier_seconds = std::max(0.0, closed - ready_time);
+      t.newest_verified = newest;
+      return t;
+    };
+    bool mine = false;
+    for (const json& n : plan.value("nodes", json::array())) {
+      v.nodes.push_back(times(n.value("node", ""), n.value("ready_seconds", -1.0),
+                              n.value("ready_time", closed),
+                              n.value("newest_verified", int64_t{-1})));
+      mine |= v.nodes.back().node == o.node_id;
+    }
+    if (!mine && !plan.value("nodes", json::array()).empty()) {
+      v.nodes.push_back(times(o.node_id, own.ready_seconds, own.ready_time,
+                              own.steps.empty() ? -1 : own.steps.front()));
+      std::stable_sort(v.nodes.begin(), v.nodes.end(),
+                       [](const auto& a, const auto& b) { return a.node_rank < b.node_rank; });
     }
     const run::Checkpoint* chosen = nullptr;
     for (const run::Checkpoint& c : local.checkpoints) {
@@ -716,7 +865,8 @@ struct EtcdCoordinator::Impl {
     const double close_after = o.barrier_timeout_seconds;
     const double stop_after = first ? o.join_timeout_seconds : o.barrier_timeout_seconds;
     int written = -1;
-    bool closer = true;  // this node reads the ready keys (polling: every node)
+    int64_t written_lease = 0;
+    bool closer = true;  // this node counts the ready keys and closes the barrier
     auto last_ready_read = SteadyClock::now();
     const auto store_deadline_span = Millis(o.store_timeout_seconds);
     auto last_answer = SteadyClock::now();
@@ -736,7 +886,8 @@ struct EtcdCoordinator::Impl {
           id = lease;
         }
         const std::string ready_prefix = GenKey(g, "ready/");
-        if (written != g) {
+        // Written again under a new lease: the old one took the key with it.
+        if (written != g || written_lease != id) {
           json r = {{"generation", g},
                     {"node", o.node_id},
                     {"rank_hint", o.node_rank},
@@ -748,6 +899,7 @@ struct EtcdCoordinator::Impl {
           auto put = c.Put(ready_prefix + o.node_id, r.dump(), id);
           if (!put) return std::unexpected(put.error());
           written = g;
+          written_lease = id;
           spdlog::info(
               "anxin run: {} is ready for generation {} (verified steps: {})", o.node_id, g,
               steps.empty() ? std::string("none") : fmt::format("{}", fmt::join(steps, ", ")));
@@ -756,22 +908,36 @@ struct EtcdCoordinator::Impl {
         const auto now_steady = SteadyClock::now();
         const double waited = std::chrono::duration<double>(now_steady - enter_time).count();
         const bool timed_out = waited >= close_after || waited >= stop_after;
-        // The watch carries no ready key: one node, the first of the live
-        // ones in key order, reads them and writes the plan, so a barrier
-        // costs etcd O(N) and not every node's read of every ready key. The
-        // others read them only when the closer is late or at a deadline.
-        std::set<std::string> alive;
-        const std::string nodes_prefix = Key("nodes/");
+        // The watch carries no ready key: the lead counts them (a number,
+        // not N records) and reads them once the barrier can close, then
+        // writes the plan; a barrier costs etcd O(N), not every node's read
+        // of every ready key. The others read them only when the lead is
+        // late: 1 s after the deadline plus up to 3.5 s, by node, so that one
+        // of them closes it. While no watch stands every node is a closer.
         if (live) {
           std::lock_guard lock(mu);
-          for (auto it = keys.lower_bound(nodes_prefix);
-               it != keys.end() && it->first.starts_with(nodes_prefix); ++it) {
-            alive.insert(it->first.substr(nodes_prefix.size()));
-          }
-          closer = alive.empty() || *alive.begin() == o.node_id;
-          if (!closer && !timed_out && now_steady - last_ready_read < std::chrono::seconds(2)) {
+          const auto leader = LeadLocked();
+          closer = leader && *leader == o.node_id;
+        } else {
+          closer = true;
+        }
+        const std::string alive_prefix = Key("alive/");
+        if (!closer) {
+          const double late_after =
+              std::min(close_after, stop_after) + 1.0 +
+              0.5 * static_cast<double>(std::hash<std::string>{}(o.node_id) % 8);
+          if (waited < late_after || now_steady - last_ready_read < std::chrono::seconds(2)) {
             return Ok();
           }
+        } else {
+          ANXIN_ASSIGN_OR_RETURN(const int64_t count, c.CountPrefix(ready_prefix));
+          bool closable = count >= o.max_nodes || waited >= stop_after ||
+                          (waited >= close_after && count >= o.min_nodes);
+          if (!closable && !first && count >= o.min_nodes) {
+            ANXIN_ASSIGN_OR_RETURN(const int64_t alive, c.CountPrefix(alive_prefix));
+            closable = count >= alive;
+          }
+          if (!closable) return Ok();
         }
         last_ready_read = now_steady;
         ANXIN_ASSIGN_OR_RETURN(EtcdRange readies, c.GetPrefix(ready_prefix));
@@ -792,10 +958,9 @@ struct EtcdCoordinator::Impl {
         // still starting, which hold no lease yet.
         bool alive_ready = false;
         if (!first && count >= o.min_nodes && count < o.max_nodes) {
-          if (!live) {
-            ANXIN_ASSIGN_OR_RETURN(EtcdRange a, c.GetPrefix(nodes_prefix));
-            for (const EtcdKv& kv : a.kvs) alive.insert(kv.key.substr(nodes_prefix.size()));
-          }
+          ANXIN_ASSIGN_OR_RETURN(EtcdRange a, c.GetPrefixKeys(alive_prefix));
+          std::set<std::string> alive;
+          for (const EtcdKv& kv : a.kvs) alive.insert(kv.key.substr(alive_prefix.size()));
           std::set<std::string> in;
           for (const Ready& r : ready) in.insert(r.node);
           alive_ready = std::includes(in.begin(), in.end(), alive.begin(), alive.end());
@@ -840,10 +1005,9 @@ struct EtcdCoordinator::Impl {
         std::optional<json> generation;
         if (live) {
           std::lock_guard lock(mu);
-          if (auto it = keys.find(Key("plan")); it != keys.end()) {
-            // The newest plan; this generation's once it names g.
-            json p = ParseJson(it->second.value);
-            if (p.value("generation", -1) == g) plan_text = it->second.value;
+          // The newest plan; this generation's once it names g.
+          if (auto it = keys.find(Key("plan")); it != keys.end() && plan_copy_gen == g) {
+            plan_text = it->second.value;
           }
           if (auto it = keys.find(Key("generation")); it != keys.end()) {
             generation = ParseJson(it->second.value);
@@ -860,7 +1024,11 @@ struct EtcdCoordinator::Impl {
           }
           const auto names = p.value("members", std::vector<std::string>{});
           if (std::find(names.begin(), names.end(), o.node_id) != names.end()) {
-            return std::optional<const run::Checkpoint*>(Adopt(p, g, local));
+            Ready own;
+            own.ready_seconds = ready_seconds;
+            own.ready_time = ready_time;
+            own.steps = steps;
+            return std::optional<const run::Checkpoint*>(Adopt(p, g, local, own));
           }
           // Closed without this node: it comes back through the next one.
           ANXIN_ASSIGN_OR_RETURN(
@@ -1011,11 +1179,12 @@ Status EtcdCoordinator::Start(run::FaultSink report) {
   m.lease = *lease;
   m.Renewed(sent, m.o.lease_ttl_seconds);
   auto put = m.Patiently("registering the node", [&] {
-    return m.main_client.Put(m.Key("nodes/" + m.o.node_id), m.NodeRecord(-1).dump(), m.lease);
+    return m.main_client.Put(m.Key("alive/" + m.o.node_id), m.NodeRecord(-1).dump(), m.lease);
   });
   if (!put) return std::unexpected(put.error());
   spdlog::info("anxin run: {} joined job {} at etcd {} ({} to {} node(s))", m.o.node_id, m.o.job,
                m.main_client.Endpoints(), m.o.min_nodes, m.o.max_nodes);
+  (void)m.TakeLead(m.main_client);  // else the watcher takes it when it is free
   m.keepalive = std::thread([&m] { m.KeepAliveLoop(); });
   if (m.o.watch) {
     m.streamer_running = true;
@@ -1048,6 +1217,14 @@ run::Coordinator::Decision EtcdCoordinator::OnFault(const run::Fault& fault,
   if (running < 0) return d;  // a restarted supervisor: the barrier finds its generation
   auto next = m.Patiently("opening a generation", [&]() -> Result<int> {
     if (fault.detector == "cluster") {
+      // Another node opened it: the watch's copy already holds it.
+      {
+        std::lock_guard lock(m.mu);
+        auto it = m.keys.find(m.Key("generation"));
+        if (m.keys_live && it != m.keys.end()) {
+          return ParseJson(it->second.value).value("generation", 0);
+        }
+      }
       ANXIN_ASSIGN_OR_RETURN(auto rec, m.ReadGeneration(m.main_client));
       return rec.first.value("generation", 0);
     }
@@ -1098,7 +1275,7 @@ std::optional<std::string> EtcdCoordinator::PeersFinished() {
   quick.connect_timeout = std::min(quick.connect_timeout, std::chrono::milliseconds(300));
   quick.timeout = std::min(quick.timeout, std::chrono::milliseconds(500));
   EtcdClient c(quick);
-  auto done = c.GetPrefix(m.GenKey(gen, "done/"));
+  auto done = c.GetPrefixKeys(m.GenKey(gen, "done/"));
   if (!done) return std::nullopt;
   std::set<std::string> finished;
   for (const EtcdKv& kv : done->kvs) finished.insert(kv.key.substr(m.GenKey(gen, "done/").size()));

@@ -16,26 +16,28 @@
 //   ANXIN_ASSIGN_OR_RETURN(int status, s.Run());   // every node: the same world
 //
 // The protocol (every value is JSON and carries its generation):
-// - nodes/NODE, under the node's lease (TTL lease_ttl_seconds, kept alive):
+// - alive/NODE, under the node's lease (TTL lease_ttl_seconds, kept alive):
 //   the node is alive. A node of the running generation whose key is gone
-//   (and that did not finish) is lost: the node that sees it first opens the
-//   next generation with class node_lost. The ranks run only while the lease
+//   (and that did not finish) is lost: the lead (below) opens the next
+//   generation with class node_lost. The ranks run only while the lease
 //   is sure to hold (AttachGate): unrenewed for TTL - max(0.5 s, TTL / 5)
 //   since the last renewal was sent, they are fenced (stopped) and the node
 //   rejoins through the next generation; it never resumes the old one.
+// - lead, under the lease of one live node, taken create-only by the first
+//   node to try (at its start, or when the key went with a lease): the lead
+//   reads the alive keys (names only, at most once a second) to find lost
+//   members, and closes the barriers.
 // - generation: the job's generation and the fault that opened it. A node
 //   that detects a fault moves it from G to G+1 with a compare-and-swap on
 //   the key's revision, so nodes that detect at once open ONE generation.
 // - gen/G/ready/NODE, under the lease: the node has stopped its ranks, run
 //   its playbook and holds these checkpoint steps intact.
-// - gen/G/plan, written once (create-only) by whichever node closes the
-//   barrier: all max_nodes are ready; or, in a recovery, at least
-//   min_nodes are and no other node holds a live lease (the job shrinks at
-//   once); or the barrier timed out with at least min_nodes ready (the job
-//   shrinks), or with fewer (the job stops).
-//   It names the members in node-rank order, MASTER_ADDR/PORT of the first
-//   (the generation's leader) and the agreed step: the newest that every
-//   member holds intact.
+// - gen/G/plan, written once (create-only) by the node that closes the
+//   barrier (the lead, or any node once the lead is late past the deadline): all max_nodes are
+//   ready; or, in a recovery, at least min_nodes are and no other node holds a live lease (the job
+//   shrinks at once); or the barrier timed out with at least min_nodes ready (the job shrinks), or
+//   with fewer (the job stops). It names the members in node-rank order, MASTER_ADDR/PORT of the
+//   first (the generation's leader) and the agreed step: the newest that every member holds intact.
 // - gen/G/done/NODE: the node's ranks finished (or it ended with its peers:
 //   PeersFinished); stopped: a node gave up, and the others stop too.
 // A node that comes (back) while a generation runs without it opens the
@@ -43,13 +45,14 @@
 // quorum, no decision is taken: calls are retried (logged, counted in
 // store_pauses) until it answers again or store_timeout_seconds pass.
 //
-// Every node watches the keys it acts on (generation, nodes/, plan,
-// stopped: one etcd watch stream) and keeps what it saw in memory, so while
-// the ranks run a node sends etcd only a lease renewal every TTL/3 and a
-// new watch every watch_idle_seconds. In a barrier each node writes its
-// ready key; the closer (the first live node in key order) reads the ready
-// keys and writes the plan, which reaches the others through their watch:
-// O(N) etcd work per generation.
+// Every node watches the keys it acts on (generation, lead, plan, stopped:
+// one etcd watch stream, which leaves the alive and per-generation keys
+// out) and keeps what it saw in memory, so while the ranks run a node sends
+// etcd only a lease renewal every TTL/3 and a new watch every
+// watch_idle_seconds. In a barrier each node writes its ready key; the lead
+// counts them, reads them once the barrier can close and writes the plan,
+// whose copy under "plan" (the member list, not every node's record)
+// reaches the others through their watch: O(N) etcd calls per generation.
 //
 // Thread safety: the Coordinator calls come from the supervisor's thread;
 // three threads of its own keep the lease alive, hold the watch and judge
