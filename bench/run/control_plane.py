@@ -11,8 +11,9 @@
 and prints a table. Every run checks that all nodes relaunched into the same
 generation; a run that did not is an error, not a figure.
 
-  bench/run/control_plane.py BUILD_DIR [--sizes 128,512,1024]
-      [--peer-sizes 128] [--process-sizes 8,32] [--idle 10]
+  bench/run/control_plane.py BUILD_DIR [--sizes 8,128,512,1024]
+      [--peer-sizes 8,128] [--process-sizes 8,32] [--idle 10] [--ttl 5,15]
+      [--json FILE]
 """
 import argparse
 import json
@@ -187,8 +188,9 @@ def processes(anxin, etcd, n, idle, workdir):
             log.close()
 
 
-def in_process(binary, etcd, n, mode, idle):
-    r = subprocess.run([binary, etcd.endpoints(), str(n), mode, str(idle)],
+def in_process(binary, etcd, n, mode, idle, ttl):
+    env = dict(os.environ, ANXIN_BENCH_CPU_PIDS=",".join(str(p.pid) for p in etcd.procs))
+    r = subprocess.run([binary, etcd.endpoints(), str(n), mode, str(idle), str(ttl)], env=env,
                        capture_output=True, text=True, timeout=900)
     sys.stderr.write(r.stderr)
     if r.returncode != 0:
@@ -203,6 +205,9 @@ def main():
     ap.add_argument("--peer-sizes", default="8,128")
     ap.add_argument("--process-sizes", default="8,32")
     ap.add_argument("--idle", type=float, default=10)
+    ap.add_argument("--ttl", default="5",
+                    help="the coordinators' lease TTLs in seconds, e.g. 5,15: each size "
+                         "runs at each (anxin run's is 5 s)")
     ap.add_argument("--json", help="also write every row to this file")
     a = ap.parse_args()
     anxin = os.path.join(a.build, "anxin")
@@ -221,10 +226,11 @@ def main():
                 rows.append(processes(anxin, etcd, n, a.idle, work))
                 print(json.dumps(rows[-1]), file=sys.stderr)
             for n in sizes(a.sizes):
-                rows.append(in_process(binary, etcd, n, "watch", a.idle))
-                print(json.dumps(rows[-1]), file=sys.stderr)
+                for ttl in sizes(a.ttl):
+                    rows.append(in_process(binary, etcd, n, "watch", a.idle, ttl))
+                    print(json.dumps(rows[-1]), file=sys.stderr)
                 if n in sizes(a.peer_sizes):
-                    rows.append(in_process(binary, etcd, n, "poll", a.idle))
+                    rows.append(in_process(binary, etcd, n, "poll", a.idle, sizes(a.ttl)[0]))
                     print(json.dumps(rows[-1]), file=sys.stderr)
         finally:
             etcd.stop()
@@ -237,6 +243,8 @@ def main():
     for r in rows:
         how = {"processes": "anxin run processes", "watch": "coordinators in one process, watch",
                "poll": "coordinators in one process, 50 ms poll (peer)"}[r["mode"]]
+        if r["mode"] != "processes" and r.get("lease_ttl_s", 5) != 5:
+            how += f", lease TTL {r['lease_ttl_s']} s"
         print(f"| {r['nodes']} | {how} | {r['idle']['per_node_per_s']:.2f} "
               f"({r['idle']['other_per_node_per_s']:.2f}) | {r['fault_to_all_relaunched_s']:.2f} s "
               f"| {r['generation']['calls']:.0f} ({r['generation']['calls_per_node']:.1f}) "

@@ -14,11 +14,12 @@
 // worked before). Every node must agree on the same generation and step;
 // anything else is an error (exit 1), never a figure.
 //
-//   control_plane_bench ENDPOINTS NODES MODE IDLE_SECONDS
+//   control_plane_bench ENDPOINTS NODES MODE IDLE_SECONDS [TTL (5 s)]
 //   -> one JSON object on stdout
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -26,6 +27,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <fstream>
+#include <iterator>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -53,6 +55,29 @@ double CpuSeconds() {
   getrusage(RUSAGE_SELF, &u);
   return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
          static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+}
+
+// CPU seconds of the processes in ANXIN_BENCH_CPU_PIDS (comma-separated:
+// the etcd members the driver started), from /proc/PID/stat; 0 without.
+double OthersCpuSeconds() {
+  const char* pids = std::getenv("ANXIN_BENCH_CPU_PIDS");
+  if (pids == nullptr) return 0;
+  double total = 0;
+  for (std::string_view pid : anxin::Split(pids, ',')) {
+    std::ifstream in("/proc/" + std::string(pid) + "/stat");
+    std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const size_t close = stat.rfind(')');
+    if (close == std::string::npos) continue;
+    // After "pid (comm)": state is field 3; utime and stime are 14 and 15.
+    const std::string rest = stat.substr(close + 2);
+    const std::vector<std::string_view> f = anxin::Split(rest, ' ');
+    if (f.size() < 13) continue;
+    const auto utime = anxin::ParseInt(f[11]);
+    const auto stime = anxin::ParseInt(f[12]);
+    if (!utime || !stime) continue;
+    total += static_cast<double>(*utime + *stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
+  }
+  return total;
 }
 
 double RssMiB() {
@@ -97,16 +122,20 @@ nlohmann::json CountsJson(const EtcdServerCounts& d, int nodes, double seconds) 
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 5) {
-    std::fprintf(stderr, "usage: control_plane_bench ENDPOINTS NODES watch|poll IDLE_SECONDS\n");
+  if (argc != 5 && argc != 6) {
+    std::fprintf(stderr,
+                 "usage: control_plane_bench ENDPOINTS NODES watch|poll IDLE_SECONDS [TTL]\n");
     return 2;
   }
   const std::string endpoints = argv[1];
   const int n = std::atoi(argv[2]);
   const std::string mode = argv[3];
   const double idle = std::atof(argv[4]);
-  if (n < 2 || (mode != "watch" && mode != "poll") || idle <= 0) {
-    std::fprintf(stderr, "control_plane_bench: NODES >= 2, MODE watch or poll, IDLE_SECONDS > 0\n");
+  const int ttl = argc == 6 ? std::atoi(argv[5]) : 5;  // anxin run's lease TTL
+  if (n < 2 || (mode != "watch" && mode != "poll") || idle <= 0 || ttl < 2) {
+    std::fprintf(stderr,
+                 "control_plane_bench: NODES >= 2, MODE watch or poll, IDLE_SECONDS > 0, "
+                 "TTL >= 2\n");
     return 2;
   }
   // The coordinators' log lines go to stderr, warnings only: stdout is the result.
@@ -127,7 +156,7 @@ int main(int argc, char** argv) {
     o.max_nodes = n;
     o.node_rank = i;
     o.address = "127.0.0.1";
-    o.lease_ttl_seconds = 5;
+    o.lease_ttl_seconds = ttl;
     o.join_timeout_seconds = 600;
     o.barrier_timeout_seconds = 60;
     o.watch = mode == "watch";
@@ -160,6 +189,7 @@ int main(int argc, char** argv) {
   std::condition_variable phase_cv;
   bool fault_now = false;
   SteadyClock::time_point fault_time;
+  double fault_wall = 0;  // the same, as the wall time the plan's closed_time uses
   const auto start = SteadyClock::now();
   std::atomic<bool> failed{false};
   std::vector<std::thread> threads;
@@ -235,9 +265,15 @@ int main(int argc, char** argv) {
     std::lock_guard lock(phase_mu);
     fault_now = true;
     fault_time = SteadyClock::now();
+    fault_wall =
+        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   }
+  const double fault_cpu0 = CpuSeconds();
+  const double fault_others0 = OthersCpuSeconds();
   phase_cv.notify_all();
   for (auto& t : threads) t.join();
+  const double fault_cpu = CpuSeconds() - fault_cpu0;
+  const double fault_others = OthersCpuSeconds() - fault_others0;
   auto c2 = counter->ServerCounts();
   if (!c2) Fail(c2.error().message());
   if (failed) Fail("a node did not restart after the fault");
@@ -250,10 +286,16 @@ int main(int argc, char** argv) {
   std::vector<double> sorted = agreed_at;
   std::sort(sorted.begin(), sorted.end());
   auto last = [](std::vector<double> v) { return *std::max_element(v.begin(), v.end()); };
+  // When the lead wrote the plan: the rest is its way to every node.
+  auto plan = counter->Get("/anxin/run/" + job + "/gen/1/plan");
+  if (!plan || plan->kvs.empty()) Fail("no plan for generation 1");
+  const double closed =
+      nlohmann::json::parse(plan->kvs[0].value).value("closed_time", 0.0) - fault_wall;
   for (auto& node : nodes) node->c->Finish(0);
   nlohmann::json out = {
       {"nodes", n},
       {"mode", mode},
+      {"lease_ttl_s", ttl},
       {"first_barrier_s", first_barrier},
       {"idle_s", idle_wall},
       {"idle", CountsJson(c1->Since(*c0), n, idle_wall)},
@@ -263,6 +305,11 @@ int main(int argc, char** argv) {
       // generation's change reached its watch), to enter the barrier.
       {"fault_to_all_learned_s", last(learned_at)},
       {"fault_to_all_in_barrier_s", last(entered_at)},
+      {"fault_to_plan_written_s", closed},
+      // CPU spent from the fault until every node agreed: these coordinators'
+      // and the etcd members' (against 2 x the wall time on 2 cores).
+      {"fault_cpu_s", fault_cpu},
+      {"fault_etcd_cpu_s", fault_others},
       {"generation", CountsJson(c2->Since(*c1), n, 0)},
       {"cpu_ms_per_node_per_s", idle_cpu * 1000.0 / n / idle_wall},
       {"rss_mib_per_node", (rss - rss0) / n},

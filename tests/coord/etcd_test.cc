@@ -8,6 +8,7 @@
 #include <future>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <thread>
 
 #include "../support/etcd_cluster.h"
@@ -297,7 +298,9 @@ TEST_F(EtcdTest, AGenerationCostsEtcdAFewCallsPerNodeAndNoNodeReadsEveryRecord) 
   std::vector<Node*> raw;
   std::vector<run::CheckpointScan> scans;
   for (int i = 0; i < kNodes; ++i) {
-    nodes.push_back(MakeNode(Options(i, kNodes, kNodes)));
+    ClusterOptions o = Options(i, kNodes, kNodes);
+    o.plan_inline_members = 4;  // the member list stays out of the watched copy
+    nodes.push_back(MakeNode(o));
     ASSERT_TRUE(nodes.back());
     raw.push_back(nodes.back().get());
     scans.push_back(Scan({20, 10}));
@@ -316,13 +319,45 @@ TEST_F(EtcdTest, AGenerationCostsEtcdAFewCallsPerNodeAndNoNodeReadsEveryRecord) 
   auto after = counts->ServerCounts();
   ASSERT_THAT(after, IsOk());
   for (int64_t s : steps) EXPECT_EQ(s, 20);
+  // Each node found its rank in gen/1/rank/NODE: one world, every rank once.
+  std::set<int> ranks;
+  int full_views = 0;
+  for (Node* n : raw) {
+    auto p = n->c->Agreed();
+    ASSERT_TRUE(p.has_value());
+    EXPECT_EQ(p->generation, 1);
+    EXPECT_EQ(p->nnodes, kNodes);
+    ranks.insert(p->node_rank);
+    auto view = n->c->View();
+    ASSERT_TRUE(view.has_value());
+    // The closer adopts the plan it wrote (every node's times); the others
+    // the watched copy: the 8 slowest nodes, and itself if not among them.
+    if (view->nodes.size() == static_cast<size_t>(kNodes)) {
+      ++full_views;
+    } else {
+      EXPECT_GE(view->nodes.size(), 8u);
+      EXPECT_LE(view->nodes.size(), 9u);
+    }
+    bool mine = false;
+    for (const auto& t : view->nodes) {
+      EXPECT_GE(t.node_rank, 0) << t.node;
+      if (t.node == n->c->node_id()) mine = t.node_rank == p->node_rank;
+    }
+    EXPECT_TRUE(mine) << n->c->node_id() << " is in its own view with its rank";
+  }
+  EXPECT_EQ(full_views, 1) << "only the closer";
+  EXPECT_EQ(ranks.size(), static_cast<size_t>(kNodes));
+  EXPECT_EQ(*ranks.begin(), 0);
+  EXPECT_EQ(*ranks.rbegin(), kNodes - 1);
   const EtcdServerCounts d = after->Since(*before);
   auto calls = [&](const char* m) { return d.started.contains(m) ? d.started.at(m) : 0.0; };
   EXPECT_EQ(calls("Put"), kNodes) << "one ready key per node";
+  // The ranks: one transaction of 12 puts, read by each node once (Range).
   // The lead counts the ready keys while they arrive and reads them once;
   // nobody else reads anything: the plan and the generation came by watch.
-  EXPECT_LE(calls("Range"), 60) << "a few dozen counts by the lead, not reads by every node";
-  EXPECT_LE(calls("Txn"), 4) << "the generation's swap and the plan";
+  EXPECT_LE(calls("Range"), 60 + kNodes)
+      << "a few dozen counts by the lead and one rank per node, not reads by every node";
+  EXPECT_LE(calls("Txn"), 3) << "the generation's swap, the ranks and the plan";
 }
 
 TEST_F(EtcdTest, ANodeThatComesBackOpensTheNextGenerationAndRejoins) {

@@ -363,6 +363,17 @@ Result<bool> EtcdClient::PutIfAbsentWith(std::string_view key, std::string_view 
   return j.value("succeeded", false);
 }
 
+Status EtcdClient::PutAll(const std::vector<std::pair<std::string, std::string>>& kvs) {
+  json ops = json::array();
+  for (const auto& [k, v] : kvs) {
+    ops.push_back({{"request_put", {{"key", Base64Encode(k)}, {"value", Base64Encode(v)}}}});
+  }
+  json req = {{"success", ops}};
+  ANXIN_ASSIGN_OR_RETURN(std::string body, Call("/v3/kv/txn", req.dump()));
+  (void)body;
+  return Ok();
+}
+
 Result<bool> EtcdClient::PutIfModRevision(std::string_view key, std::string_view value,
                                           int64_t mod_revision, int64_t lease) {
   json put = {{"key", Base64Encode(key)}, {"value", Base64Encode(value)}};

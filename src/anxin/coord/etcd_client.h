@@ -156,6 +156,9 @@ class EtcdClient {
   // one transaction. True when written.
   Result<bool> PutIfAbsentWith(std::string_view key, std::string_view value,
                                std::string_view also_key, std::string_view also_value);
+  // Every key = value, in one transaction (at most 128: etcd's default
+  // --max-txn-ops).
+  Status PutAll(const std::vector<std::pair<std::string, std::string>>& kvs);
   // Writes key only when its mod_revision is still mod_revision (0: absent):
   // true when it did. The compare-and-swap every decision goes through.
   Result<bool> PutIfModRevision(std::string_view key, std::string_view value, int64_t mod_revision,

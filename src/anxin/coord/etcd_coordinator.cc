@@ -496,7 +496,9 @@ struct EtcdCoordinator::Impl {
       }
       if (s) MaybeTakeLead(c, leader.has_value());
       if (gen < 0) continue;  // recovering, or not started: the barrier watches
-      if (s) s = JudgeTurn(c, gen, now_members, live, leader && *leader == o.node_id);
+      const bool lead = leader && *leader == o.node_id;
+      if (s && lead && now_members.empty()) now_members = MembersOf(c, gen);
+      if (s) s = JudgeTurn(c, gen, now_members, live, lead);
       judged_gen = gen;
       if (!s && !blind) {
         blind = true;
@@ -670,8 +672,12 @@ struct EtcdCoordinator::Impl {
   // generation: the generation record as the watch saw it; nullptr: read it.
   // all_alive_ready: every node whose lease is alive is among ready
   // (AllAliveReady).
+  // closed: set to generation g's plan once there is one (this node's, or
+  // the one that won the race), so the closer adopts it without waiting for
+  // its watch and never closes twice.
   Status MaybeClose(EtcdClient& c, int g, const std::vector<Ready>& ready, bool timed_out,
-                    bool stop_deadline, const json* generation, bool all_alive_ready) {
+                    bool stop_deadline, const json* generation, bool all_alive_ready,
+                    std::optional<std::string>& closed) {
     const int n = static_cast<int>(ready.size());
     json plan = {{"generation", g}, {"by", o.node_id}, {"closed_time", WallNow()}};
     json rec = generation != nullptr ? *generation : json::object();
@@ -733,6 +739,16 @@ struct EtcdCoordinator::Impl {
     // of the kViewNodes slowest nodes only (each node adds its own), and the
     // copies cost etcd N x the member list, not N x every node's record.
     json copy = plan;
+    const bool ranks_apart = plan.contains("members") && static_cast<int>(plan["members"].size()) >
+                                                             std::max(1, o.plan_inline_members);
+    if (ranks_apart) {
+      // Each node's rank under gen/G/rank/BY/NODE (below); the slowest
+      // nodes' times carry their ranks.
+      copy["members_total"] = plan["members"].size();
+      copy.erase("members");
+      int rank = 0;
+      for (json& n : copy["nodes"]) n["rank"] = rank++;
+    }
     if (auto it = copy.find("nodes"); it != copy.end() && it->size() > kViewNodes) {
       std::vector<size_t> order(it->size());
       for (size_t i = 0; i < order.size(); ++i) order[i] = i;
@@ -746,23 +762,72 @@ struct EtcdCoordinator::Impl {
       copy["nodes_total"] = it->size();
       *it = std::move(slowest);
     }
+    if (ranks_apart) {
+      // Before the plan, under this closer's name (a second closer, late at
+      // a deadline, writes its own and loses the plan's create-only race),
+      // so a node that sees the plan finds its rank there at once.
+      const auto names = plan["members"].get<std::vector<std::string>>();
+      for (size_t i = 0; i < names.size(); i += 100) {
+        std::vector<std::pair<std::string, std::string>> batch;
+        for (size_t k = i; k < std::min(names.size(), i + 100); ++k) {
+          batch.emplace_back(GenKey(g, "rank/" + o.node_id + "/" + names[k]), std::to_string(k));
+        }
+        ANXIN_TRY(c.PutAll(batch));
+      }
+    }
     ANXIN_ASSIGN_OR_RETURN(
         bool won, c.PutIfAbsentWith(GenKey(g, "plan"), plan.dump(), Key("plan"), copy.dump()));
-    if (won) spdlog::info("anxin run: {} closed the barrier of generation {}", o.node_id, g);
+    if (won) {
+      spdlog::info("anxin run: {} closed the barrier of generation {}", o.node_id, g);
+      closed = plan.dump();
+      return Ok();
+    }
+    ANXIN_ASSIGN_OR_RETURN(EtcdRange other, c.Get(GenKey(g, "plan")));
+    if (!other.kvs.empty()) closed = other.kvs[0].value;
     return Ok();
+  }
+
+  // This node's rank in plan (the watch's copy) and the member list if the
+  // copy holds it. A copy without it: the rank from gen/G/rank/BY/NODE,
+  // which the closer BY wrote before the plan. rank -1: not a member.
+  Result<std::pair<int, std::vector<std::string>>> RankIn(EtcdClient& c, const json& plan, int g) {
+    if (plan.contains("members")) {
+      auto names = plan.value("members", std::vector<std::string>{});
+      const auto it = std::find(names.begin(), names.end(), o.node_id);
+      const int rank = it == names.end() ? -1 : static_cast<int>(it - names.begin());
+      return std::pair(rank, std::move(names));
+    }
+    ANXIN_ASSIGN_OR_RETURN(EtcdRange r,
+                           c.Get(GenKey(g, "rank/" + plan.value("by", "") + "/" + o.node_id)));
+    const int rank = r.kvs.empty() ? -1 : static_cast<int>(ParseInt(r.kvs[0].value).value_or(-1));
+    return std::pair(rank, std::vector<std::string>{});
+  }
+
+  // The members of generation gen where the watch's copy left them out: one
+  // read of gen/G/plan, kept. Empty when not known.
+  std::vector<std::string> MembersOf(EtcdClient& c, int gen) {
+    {
+      std::lock_guard lock(mu);
+      if (!members.empty() || !placement || placement->generation != gen) return members;
+    }
+    auto full = c.Get(GenKey(gen, "plan"));
+    if (!full || full->kvs.empty()) return {};
+    auto names = ParseJson(full->kvs[0].value).value("members", std::vector<std::string>{});
+    std::lock_guard lock(mu);
+    if (placement && placement->generation == gen) members = names;
+    return names;
   }
 
   // Adopts plan (a member's view); nullptr result is "from scratch". own:
   // the ready record this node wrote, for its times where the plan (the
   // watch's copy) leaves them out.
   const run::Checkpoint* Adopt(const json& plan, int g, const run::CheckpointScan& local,
-                               const Ready& own) {
-    const auto names = plan.value("members", std::vector<std::string>{});
+                               const Ready& own, int rank, std::vector<std::string> names) {
     Placement p;
     p.generation = g;
-    p.nnodes = static_cast<int>(names.size());
-    p.node_rank =
-        static_cast<int>(std::find(names.begin(), names.end(), o.node_id) - names.begin());
+    p.nnodes = plan.contains("members_total") ? plan.value("members_total", 0)
+                                              : static_cast<int>(names.size());
+    p.node_rank = rank;
     p.master_addr = plan.value("master_addr", "");
     p.master_port = plan.value("master_port", 0);
     const int64_t agreed = plan.value("agreed_step", int64_t{-1});
@@ -781,7 +846,7 @@ struct EtcdCoordinator::Impl {
       run::ClusterNodeTimes t;
       t.node = node;
       auto r = rank_of.find(node);
-      t.node_rank = r == rank_of.end() ? -1 : r->second;
+      t.node_rank = node == o.node_id ? rank : r == rank_of.end() ? -1 : r->second;
       t.ready_seconds = ready_seconds;
       t.barrier_seconds = std::max(0.0, closed - ready_time);
       t.newest_verified = newest;
@@ -792,6 +857,7 @@ struct EtcdCoordinator::Impl {
       v.nodes.push_back(times(n.value("node", ""), n.value("ready_seconds", -1.0),
                               n.value("ready_time", closed),
                               n.value("newest_verified", int64_t{-1})));
+      if (n.contains("rank")) v.nodes.back().node_rank = n.value("rank", -1);
       mine |= v.nodes.back().node == o.node_id;
     }
     if (!mine && !plan.value("nodes", json::array()).empty()) {
@@ -866,6 +932,7 @@ struct EtcdCoordinator::Impl {
     const double stop_after = first ? o.join_timeout_seconds : o.barrier_timeout_seconds;
     int written = -1;
     int64_t written_lease = 0;
+    std::optional<std::string> closed_plan;  // generation g's plan, once this node has it
     bool closer = true;  // this node counts the ready keys and closes the barrier
     auto last_ready_read = SteadyClock::now();
     const auto store_deadline_span = Millis(o.store_timeout_seconds);
@@ -974,7 +1041,7 @@ struct EtcdCoordinator::Impl {
           }
         }
         return MaybeClose(c, g, ready, waited >= close_after, waited >= stop_after,
-                          generation ? &*generation : nullptr, alive_ready);
+                          generation ? &*generation : nullptr, alive_ready, closed_plan);
       }();
       if (s) {
         last_answer = SteadyClock::now();
@@ -1001,9 +1068,11 @@ struct EtcdCoordinator::Impl {
       }
       // The plan, once someone wrote it; a newer generation, once opened.
       auto next = [&]() -> Result<std::optional<const run::Checkpoint*>> {
-        std::optional<std::string> plan_text;
+        std::optional<std::string> plan_text = closed_plan;
         std::optional<json> generation;
-        if (live) {
+        if (plan_text) {
+          // This node closed it (or lost the race to write it): at hand.
+        } else if (live) {
           std::lock_guard lock(mu);
           // The newest plan; this generation's once it names g.
           if (auto it = keys.find(Key("plan")); it != keys.end() && plan_copy_gen == g) {
@@ -1022,18 +1091,20 @@ struct EtcdCoordinator::Impl {
             StopPlacement(g, p.value("why", "the job stops"));
             return std::optional<const run::Checkpoint*>(nullptr);
           }
-          const auto names = p.value("members", std::vector<std::string>{});
-          if (std::find(names.begin(), names.end(), o.node_id) != names.end()) {
+          ANXIN_ASSIGN_OR_RETURN(auto rank, RankIn(c, p, g));
+          if (rank.first >= 0) {
             Ready own;
             own.ready_seconds = ready_seconds;
             own.ready_time = ready_time;
             own.steps = steps;
-            return std::optional<const run::Checkpoint*>(Adopt(p, g, local, own));
+            return std::optional<const run::Checkpoint*>(
+                Adopt(p, g, local, own, rank.first, std::move(rank.second)));
           }
           // Closed without this node: it comes back through the next one.
           ANXIN_ASSIGN_OR_RETURN(
               int opened, Bump(c, g, "node_rejoined", "node " + o.node_id + " rejoins the job"));
           g = opened;
+          closed_plan.reset();
           enter_time = SteadyClock::now();
           return std::optional<const run::Checkpoint*>();
         }
@@ -1045,6 +1116,7 @@ struct EtcdCoordinator::Impl {
           spdlog::info("anxin run: generation {} opened meanwhile ({}): joining it", cur,
                        generation->value("summary", ""));
           g = cur;
+          closed_plan.reset();
           enter_time = SteadyClock::now();
         }
         return std::optional<const run::Checkpoint*>();
@@ -1260,21 +1332,21 @@ std::optional<run::ClusterView> EtcdCoordinator::View() const {
 std::optional<std::string> EtcdCoordinator::PeersFinished() {
   Impl& m = *impl_;
   int gen;
-  std::vector<std::string> others;
   {
     std::lock_guard lock(m.mu);
     if (!m.placement || m.placement->stop) return std::nullopt;
     gen = m.placement->generation;
-    for (const std::string& n : m.members) {
-      if (n != m.o.node_id) others.push_back(n);
-    }
   }
-  if (others.empty()) return std::nullopt;
   // Short: a store that does not answer must not hold up the recovery.
   EtcdOptions quick = m.etcd_options;
   quick.connect_timeout = std::min(quick.connect_timeout, std::chrono::milliseconds(300));
   quick.timeout = std::min(quick.timeout, std::chrono::milliseconds(500));
   EtcdClient c(quick);
+  std::vector<std::string> others;
+  for (std::string& n : m.MembersOf(c, gen)) {
+    if (n != m.o.node_id) others.push_back(std::move(n));
+  }
+  if (others.empty()) return std::nullopt;
   auto done = c.GetPrefixKeys(m.GenKey(gen, "done/"));
   if (!done) return std::nullopt;
   std::set<std::string> finished;

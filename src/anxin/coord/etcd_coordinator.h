@@ -86,6 +86,10 @@ struct ClusterOptions {
   // this often only while the watch is being opened again.
   double poll_seconds = 0.5;
   double watch_idle_seconds = 15;  // a silent watch stream is opened anew this often
+  // A plan of more members than this reaches the nodes' watches without
+  // the member list: each member reads its own rank from gen/G/rank/BY/NODE,
+  // so a generation costs etcd O(N) bytes, not N copies of N names.
+  int plan_inline_members = 64;
   // false: no watch; every node reads the job's keys every poll_seconds
   // (how supervisors worked before the watch; control-plane benchmark's peer).
   bool watch = true;
