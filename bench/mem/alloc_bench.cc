@@ -22,6 +22,7 @@
 namespace {
 
 using namespace anxin::mem;
+using anxin::kMiB;
 
 constexpr size_t kWindow = 64;
 constexpr const char* kSnapshot =
