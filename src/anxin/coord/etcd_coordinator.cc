@@ -62,6 +62,16 @@ struct Ready {
   double ready_time = 0;
 };
 
+// The names after prefix of the keys in r (node names, from alive/, ready/
+// or done/ keys).
+std::set<std::string> NamesUnder(const EtcdRange& r, std::string_view prefix) {
+  std::set<std::string> names;
+  for (const EtcdKv& kv : r.kvs) {
+    if (kv.key.starts_with(prefix)) names.insert(kv.key.substr(prefix.size()));
+  }
+  return names;
+}
+
 Ready ReadyFromJson(const json& j) {
   Ready r;
   r.node = j.value("node", "");
@@ -512,6 +522,16 @@ struct EtcdCoordinator::Impl {
     }
   }
 
+  // The names after prefix of the copy's keys. REQUIRES: mu held.
+  std::set<std::string> NamesInCopyLocked(const std::string& prefix) const {
+    std::set<std::string> names;
+    for (auto it = keys.lower_bound(prefix); it != keys.end() && it->first.starts_with(prefix);
+         ++it) {
+      names.insert(it->first.substr(prefix.size()));
+    }
+    return names;
+  }
+
   // The lead key's node in the copy. REQUIRES: mu held.
   std::optional<std::string> LeadLocked() const {
     auto it = keys.find(Key("lead"));
@@ -568,9 +588,9 @@ struct EtcdCoordinator::Impl {
   }
 
   // One turn of judging generation gen: the generation and stopped records
-  // from the watch's copy (live) or read; and, on the lead, at most once a
-  // second, which members have no alive key (their names only) and, of
-  // those, which did not write done (a node seen done is not read again).
+  // from the watch's copy (live) or read; and, on the lead, which members
+  // have no alive key and, of those, which did not write done (a node seen
+  // done is not read again).
   Status JudgeTurn(EtcdClient& c, int gen, const std::vector<std::string>& plan_members, bool live,
                    bool lead) {
     json generation = json::object();
@@ -603,15 +623,8 @@ struct EtcdCoordinator::Impl {
       std::lock_guard lock(mu);
       if (live && copy_has_alive) {
         from_copy = true;
-        for (auto it = keys.lower_bound(alive_prefix);
-             it != keys.end() && it->first.starts_with(alive_prefix); ++it) {
-          present.insert(it->first.substr(alive_prefix.size()));
-        }
-        const std::string done_prefix = GenKey(gen, "done/");
-        for (auto it = keys.lower_bound(done_prefix);
-             it != keys.end() && it->first.starts_with(done_prefix); ++it) {
-          done_known.insert(it->first.substr(done_prefix.size()));
-        }
+        present = NamesInCopyLocked(alive_prefix);
+        done_known.merge(NamesInCopyLocked(GenKey(gen, "done/")));
       }
     }
     if (!from_copy) {
@@ -621,7 +634,7 @@ struct EtcdCoordinator::Impl {
       }
       alive_read = now;
       ANXIN_ASSIGN_OR_RETURN(EtcdRange alive, c.GetPrefixKeys(alive_prefix));
-      for (const EtcdKv& kv : alive.kvs) present.insert(kv.key.substr(alive_prefix.size()));
+      present = NamesUnder(alive, alive_prefix);
     }
     std::set<std::string> absent;
     for (const std::string& m : plan_members) {
@@ -633,10 +646,9 @@ struct EtcdCoordinator::Impl {
       ANXIN_ASSIGN_OR_RETURN(EtcdRange done, absent.size() == 1
                                                  ? c.Get(done_prefix + *absent.begin())
                                                  : c.GetPrefixKeys(done_prefix));
-      for (const EtcdKv& kv : done.kvs) {
-        std::string node = kv.key.substr(done_prefix.size());
+      for (const std::string& node : NamesUnder(done, done_prefix)) {
         absent.erase(node);
-        done_known.insert(std::move(node));
+        done_known.insert(node);
       }
     }
     return Judge(c, gen, plan_members, generation, stopped, &absent);
@@ -1026,8 +1038,7 @@ struct EtcdCoordinator::Impl {
         bool alive_ready = false;
         if (!first && count >= o.min_nodes && count < o.max_nodes) {
           ANXIN_ASSIGN_OR_RETURN(EtcdRange a, c.GetPrefixKeys(alive_prefix));
-          std::set<std::string> alive;
-          for (const EtcdKv& kv : a.kvs) alive.insert(kv.key.substr(alive_prefix.size()));
+          const std::set<std::string> alive = NamesUnder(a, alive_prefix);
           std::set<std::string> in;
           for (const Ready& r : ready) in.insert(r.node);
           alive_ready = std::includes(in.begin(), in.end(), alive.begin(), alive.end());
@@ -1349,8 +1360,7 @@ std::optional<std::string> EtcdCoordinator::PeersFinished() {
   if (others.empty()) return std::nullopt;
   auto done = c.GetPrefixKeys(m.GenKey(gen, "done/"));
   if (!done) return std::nullopt;
-  std::set<std::string> finished;
-  for (const EtcdKv& kv : done->kvs) finished.insert(kv.key.substr(m.GenKey(gen, "done/").size()));
+  const std::set<std::string> finished = NamesUnder(*done, m.GenKey(gen, "done/"));
   for (const std::string& n : others) {
     if (!finished.contains(n)) return std::nullopt;
   }

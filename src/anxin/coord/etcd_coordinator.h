@@ -25,8 +25,9 @@
 //   rejoins through the next generation; it never resumes the old one.
 // - lead, under the lease of one live node, taken create-only by the first
 //   node to try (at its start, or when the key went with a lease): the lead
-//   reads the alive keys (names only, at most once a second) to find lost
-//   members, and closes the barriers.
+//   watches the alive and done keys (reads their names, at most once a
+//   second, only while its watch is being opened) to find lost members, and
+//   closes the barriers.
 // - generation: the job's generation and the fault that opened it. A node
 //   that detects a fault moves it from G to G+1 with a compare-and-swap on
 //   the key's revision, so nodes that detect at once open ONE generation.
